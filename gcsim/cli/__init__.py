@@ -1,0 +1,78 @@
+"""The ``gcsim`` command line. Each sub-command lives in its own module of this package and exposes
+a click command named ``command``; :func:`main` turns any :class:`GcsimError` into a one-line
+message and exit status 2 (no traceback)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+from gcsim import __version__
+from gcsim.errors import GcsimError
+
+# sub-command module -> command name (modules are imported lazily so `gcsim simulate` never imports
+# torch or ray).
+_SUBCOMMANDS = {
+    "schemes": "gcsim.cli.schemes_cmd",
+    "simulate": "gcsim.cli.simulate_cmd",
+    "real": "gcsim.cli.real_cmd",
+    "data": "gcsim.cli.data_cmd",
+    "compare": "gcsim.cli.compare_cmd",
+    "study": "gcsim.cli.study_cmd",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return [name for name, mod in _SUBCOMMANDS.items() if importlib.util.find_spec(mod) is not None]
+
+    def get_command(self, ctx, name):
+        mod = _SUBCOMMANDS.get(name)
+        if mod is None or importlib.util.find_spec(mod) is None:
+            return None
+        return importlib.import_module(mod).command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gcsim")
+def cli():
+    """gcsim: how long a synchronous distributed training step takes when workers straggle, and which
+    gradient-coding scheme to use about it.
+
+    \b
+    gcsim schemes                          list the gradient-coding schemes
+    gcsim schemes check gc-cr --n 10 --s 2 verify a scheme decodes every straggler pattern
+    gcsim simulate scenarios/heavy_tail.yaml   predict iteration time per scheme
+    gcsim real --scheme cce-fr             measure it with Ray + PyTorch on CIFAR-10
+    gcsim compare                          check predictions against measured runs
+    """
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point. Returns the exit status (0 ok, 1 check failed, 2 bad input)."""
+    try:
+        rv = cli.main(args=argv, prog_name="gcsim", standalone_mode=False)
+        return int(rv or 0)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Abort:
+        click.echo("gcsim: aborted", err=True)
+        return 130
+    except GcsimError as e:
+        click.echo(f"gcsim: error: {e}", err=True)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+def entry() -> None:
+    """setuptools console-script wrapper: exits with :func:`main`'s status."""
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""The common description of a gradient-coding scheme, shared by the simulator and the real executor.
+
+Notation (Tandon et al., ICML 2017, §2; Ye & Abbe, ICML 2018, §2): ``n`` workers, ``k`` data
+partitions (``k = n`` unless a scheme says otherwise), ``s`` stragglers tolerated, ``m``
+communication reduction (each message carries ``1/m`` of the gradient's length), ``g_j`` the
+gradient of partition ``j`` (a flat vector of length ``l``). The master needs ``sum_j g_j``.
+
+A scheme says three things:
+
+* **assignment** – :meth:`Scheme.assignment` ``(iteration) -> list[list[int]]``: for each worker,
+  the ordered partitions it computes in that iteration (computation load = their count);
+* **messages** – :meth:`Scheme.messages` ``(iteration) -> list[Message]``: what each worker sends
+  and after how many of its partitions. A message is a linear combination of the 1/m chunks of the
+  partition gradients with coefficients ``coeffs`` of shape ``(k, m)``:
+  ``payload = sum_j sum_u coeffs[j, u] * chunk_u(g_j)`` (length ``ceil(l/m)``). A worker uses the
+  latest gradient it holds of every partition with a non-zero coefficient (the fresh one if it just
+  computed it; a stale one otherwise – only pipelined schemes do that);
+* **decoder** – :meth:`Scheme.decode` ``(arrived) -> Decoding | None``: given the message ids that
+  have arrived (in arrival order), either ``None`` (the master must keep waiting) or a
+  :class:`Decoding` whose ``weights`` (``(len(used), m)``) combine the used payloads into the ``m``
+  output chunks: ``out_u = sum_r weights[r, u] * payload[used[r]]``. For an exact scheme ``out`` is
+  exactly ``sum_j g_j``; an approximate scheme returns its estimate (``exact = False``).
+
+Message ids are global integers ``0 .. len(messages)-1``; in all built-in schemes every worker
+sends exactly one message, so message id == worker index.
+
+Decodings are cached by arrival pattern, so a decode is cheap enough to call on every arrival.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from gcsim.errors import NotDecodableError, SchemeError
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message a worker sends in an iteration.
+
+    Attributes:
+        id: global message id (index into ``Scheme.messages(it)``).
+        worker: sending worker, ``0 <= worker < n``.
+        after: number of the worker's assigned partitions computed before it is sent
+            (``1 .. len(assignment[worker])``).
+        coeffs: float64 array ``(k, m)``; ``payload = sum_{j,u} coeffs[j,u] * chunk_u(g_j)``.
+        payload_fraction: payload length as a fraction of the full gradient length (``1/m``).
+    """
+
+    id: int
+    worker: int
+    after: int
+    coeffs: np.ndarray
+    payload_fraction: float
+
+    @property
+    def partitions(self) -> tuple[int, ...]:
+        """Partitions whose gradients enter this message (non-zero coefficient rows)."""
+        return tuple(int(j) for j in np.flatnonzero(np.any(self.coeffs != 0, axis=1)))
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How the master combines arrived payloads into the gradient (sum over partitions).
+
+    Attributes:
+        used: message ids that enter the combination, shape ``(r,)``.
+        weights: float64 array ``(r, m)``: ``out_u = sum_r weights[r, u] * payload[used[r]]``.
+        exact: whether ``out`` equals ``sum_j g_j`` (False for approximate schemes).
+        cond: condition number of the linear system solved (1.0 when none was solved).
+        staleness: for pipelined schemes, int array ``(r, k)``: how many iterations old the
+            gradient of partition ``j`` inside message ``used[r]`` is (-1 where absent); else None.
+    """
+
+    used: tuple[int, ...]
+    weights: np.ndarray
+    exact: bool
+    cond: float = 1.0
+    staleness: np.ndarray | None = None
+
+
+def split_chunks(gradient: np.ndarray, m: int) -> np.ndarray:
+    """Split a flat gradient ``(l,)`` into ``m`` equal chunks ``(m, ceil(l/m))``, zero-padded at the end."""
+    g = np.asarray(gradient).ravel()
+    L = math.ceil(g.size / m)
+    out = np.zeros((m, L), dtype=g.dtype)
+    out.reshape(-1)[: g.size] = g
+    return out
+
+
+def join_chunks(chunks: np.ndarray, length: int) -> np.ndarray:
+    """Inverse of :func:`split_chunks`: ``(m, L)`` -> flat ``(length,)``."""
+    return np.asarray(chunks).reshape(-1)[:length]
+
+
+class Scheme:
+    """Base class of every gradient-coding scheme. Subclasses set the class attributes and
+    implement :meth:`_build` (static assignment/messages) and :meth:`_decode`.
+
+    Class attributes:
+        name: CLI name, e.g. ``"gc-fr"``.
+        exact: True when the decoder returns exactly ``sum_j g_j``.
+        uses_m: True when the parameter ``m`` means something for this scheme.
+        constraints: one-line human statement of the parameter constraints.
+        reference: paper and section the construction follows.
+
+    Raises:
+        SchemeError: on parameters the scheme refuses (message names the parameter, the allowed
+            values and the given value).
+    """
+
+    name: ClassVar[str] = "base"
+    exact: ClassVar[bool] = True
+    uses_m: ClassVar[bool] = False
+    constraints: ClassVar[str] = "0 <= s < n"
+    reference: ClassVar[str] = ""
+
+    def __init__(self, n: int, s: int, m: int = 1, seed: int = 0):
+        self._check_int("n", n, 1)
+        self._check_int("s", s, 0)
+        self._check_int("m", m, 1)
+        if s >= n:
+            raise SchemeError.param(self.name, "s", f"0 <= s < n={n}", s)
+        if m != 1 and not self.uses_m:
+            raise SchemeError.param(self.name, "m", "1 (this scheme has no communication reduction)", m)
+        self.n, self.s, self.m, self.seed = int(n), int(s), int(m), int(seed)
+        self.k = self.n
+        self._cache: dict = {}
+        self._validate()
+        self._assignment, self._messages = self._build()
+
+    # ----------------------------------------------------------------- to implement
+    def _validate(self) -> None:
+        """Raise SchemeError for parameters this scheme refuses (n, s, m already basic-checked)."""
+
+    def _build(self) -> tuple[list[list[int]], list[Message]]:
+        """Return the (static) assignment and messages."""
+        raise NotImplementedError
+
+    def _decode(self, arrived: tuple[int, ...]) -> Decoding | None:
+        """Decode from the arrived message ids (arrival order, no duplicates)."""
+        raise NotImplementedError
+
+    def _cache_key(self, arrived: tuple[int, ...], iteration: int):
+        """Key under which a decoding is cached. Exact schemes: the arrived *set*."""
+        return frozenset(arrived)
+
+    # ----------------------------------------------------------------- public API
+    def assignment(self, iteration: int = 0) -> list[list[int]]:
+        """Per worker, the ordered partitions it computes in ``iteration``: ``n`` lists."""
+        return self._assignment
+
+    def messages(self, iteration: int = 0) -> list[Message]:
+        """All messages of ``iteration``, indexed by message id."""
+        return self._messages
+
+    @property
+    def computation_load(self) -> int:
+        """Partitions each worker computes per iteration (Tandon et al. §2: d >= s+1)."""
+        return max(len(a) for a in self.assignment(0))
+
+    @property
+    def communication_load(self) -> float:
+        """Payload of one message as a fraction of the full gradient length (1/m)."""
+        return max(msg.payload_fraction for msg in self.messages(0))
+
+    @property
+    def messages_per_worker(self) -> int:
+        """Messages each worker sends per iteration."""
+        return max(sum(1 for msg in self.messages(0) if msg.worker == w) for w in range(self.n))
+
+    @property
+    def min_arrivals(self) -> int:
+        """Fewest messages that can ever decode (``n - s`` for schemes tolerating any s)."""
+        return self.n - self.s
+
+    def message_worker(self, iteration: int = 0) -> np.ndarray:
+        """int array ``(n_messages,)``: sending worker of each message id."""
+        return np.array([msg.worker for msg in self.messages(iteration)], dtype=int)
+
+    def decode(self, arrived: Iterable[int], iteration: int = 0) -> Decoding | None:
+        """Return the :class:`Decoding` of the arrived message ids, or None if not yet decodable.
+
+        Args:
+            arrived: message ids in arrival order (duplicates ignored).
+            iteration: iteration index (matters only for pipelined schemes).
+        """
+        arr = tuple(dict.fromkeys(int(a) for a in arrived))
+        n_msgs = len(self.messages(iteration))
+        for a in arr:
+            if not 0 <= a < n_msgs:
+                raise SchemeError.param(self.name, "arrived message id", f"0..{n_msgs - 1}", a)
+        if len(arr) < self.min_arrivals:
+            return None
+        key = self._cache_key(arr, iteration)
+        if key not in self._cache:
+            self._cache[key] = self._decode(arr)
+        return self._cache[key]
+
+    def is_decodable(self, arrived: Iterable[int], iteration: int = 0) -> bool:
+        """True when the master can finish the iteration with these arrivals."""
+        return self.decode(arrived, iteration) is not None
+
+    def decode_or_raise(self, arrived: Iterable[int], iteration: int = 0) -> Decoding:
+        """Like :meth:`decode` but raises :class:`NotDecodableError` instead of returning None."""
+        d = self.decode(arrived, iteration)
+        if d is None:
+            raise NotDecodableError(f"scheme {self.name}: arrived messages {sorted(arrived)} are not decodable")
+        return d
+
+    # ----------------------------------------------------------------- numerics helpers
+    def encode(self, message_id: int, gradients: Mapping[int, np.ndarray], iteration: int = 0) -> np.ndarray:
+        """Payload of a message from the worker's partition gradients.
+
+        Args:
+            message_id: which message.
+            gradients: partition index -> flat gradient ``(l,)`` (the latest the worker holds);
+                must contain every partition with a non-zero coefficient.
+        Returns:
+            ``(ceil(l/m),)`` payload, same dtype as the gradients.
+        """
+        msg = self.messages(iteration)[message_id]
+        out = None
+        for j in msg.partitions:
+            if j not in gradients:
+                raise SchemeError.param(self.name, f"gradients for message {message_id}", f"partition {j}", sorted(gradients))
+            ch = split_chunks(gradients[j], self.m)  # (m, L)
+            term = msg.coeffs[j] @ ch  # (L,)
+            out = term if out is None else out + term
+        return out
+
+    def combine(self, decoding: Decoding, payloads: Mapping[int, np.ndarray], length: int) -> np.ndarray:
+        """Apply a decoding: ``payloads[id]`` ``(L,)`` -> the decoded gradient ``(length,)``."""
+        P = np.stack([np.asarray(payloads[i]) for i in decoding.used])  # (r, L)
+        out = decoding.weights.T @ P  # (m, L)
+        return join_chunks(out, length)
+
+    def residual(self, decoding: Decoding, iteration: int = 0) -> float:
+        """Worst coefficient error of an exact decoding: ``max |E - I|`` where ``E[u, j, u']`` is the
+        coefficient of ``chunk_u'(g_j)`` in output chunk ``u`` (target: 1 if u == u' else 0).
+        For m = 1 this is ``||a^T B_S - 1||_inf`` (Tandon et al. 2017, Thm. 1)."""
+        msgs = self.messages(iteration)
+        C = np.stack([msgs[i].coeffs for i in decoding.used])  # (r, k, m)
+        E = np.einsum("ru,rjv->ujv", decoding.weights, C)  # (m, k, m)
+        target = np.broadcast_to(np.eye(self.m)[:, None, :], E.shape)
+        return float(np.max(np.abs(E - target)))
+
+    def encoding_matrix(self, iteration: int = 0) -> np.ndarray:
+        """B as ``(n_messages, k)`` float64 when m == 1 (the paper's encoding matrix B)."""
+        if self.m != 1:
+            raise SchemeError.param(self.name, "m", "1 for a (n x k) encoding matrix", self.m)
+        return np.stack([msg.coeffs[:, 0] for msg in self.messages(iteration)])
+
+    def describe(self) -> dict:
+        """Parameters and loads, for tables and resolved configs."""
+        return {
+            "scheme": self.name, "n": self.n, "k": self.k, "s": self.s, "m": self.m, "seed": self.seed,
+            "exact": self.exact, "computation_load": self.computation_load,
+            "communication_load": self.communication_load, "messages_per_worker": self.messages_per_worker,
+        }
+
+    @staticmethod
+    def _check_int(field: str, value, lo: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+            raise SchemeError(f"{field}: expected an integer >= {lo}, got {value!r}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={self.n}, s={self.s}, m={self.m}, seed={self.seed})"
+
+
+def one_message_per_worker(assignment: Sequence[Sequence[int]], coeff_rows: np.ndarray, m: int = 1) -> list[Message]:
+    """Build the usual message list: worker i sends one message after all its partitions.
+
+    Args:
+        assignment: per worker the partitions it computes.
+        coeff_rows: ``(n, k)`` (m == 1) or ``(n, k, m)`` coefficients.
+    """
+    C = np.asarray(coeff_rows, dtype=np.float64)
+    if C.ndim == 2:
+        C = C[:, :, None]
+    return [Message(id=i, worker=i, after=len(assignment[i]), coeffs=C[i], payload_fraction=1.0 / m)
+            for i in range(len(assignment))]

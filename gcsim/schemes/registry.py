@@ -1,0 +1,45 @@
+"""Registry of schemes by CLI name, and the one factory both executors use."""
+
+from __future__ import annotations
+
+from gcsim.errors import SchemeError
+from gcsim.schemes.base import Scheme
+
+_REGISTRY: dict[str, type[Scheme]] = {}
+
+
+def register(cls: type[Scheme]) -> type[Scheme]:
+    """Class decorator / function: make ``cls`` available under ``cls.name``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def scheme_names() -> list[str]:
+    """All registered CLI names, in registration order."""
+    _load_builtin()
+    return list(_REGISTRY)
+
+
+def scheme_class(name: str) -> type[Scheme]:
+    """The class registered as ``name``. Raises SchemeError naming the allowed names."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise SchemeError(f"scheme: expected one of {', '.join(_REGISTRY)}, got {name!r}")
+    return _REGISTRY[name]
+
+
+def make_scheme(name: str, n: int, s: int = 0, m: int = 1, seed: int = 0) -> Scheme:
+    """Build scheme ``name`` for ``n`` workers tolerating ``s`` stragglers with communication
+    reduction ``m`` (seed for randomized constructions). Raises SchemeError on bad name/parameters."""
+    return scheme_class(name)(n=n, s=s, m=m, seed=seed)
+
+
+_loaded = False
+
+
+def _load_builtin() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from gcsim.schemes import _builtin  # noqa: F401  (registers every built-in scheme)

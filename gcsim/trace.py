@@ -1,0 +1,137 @@
+"""The one trace format both executors write and the comparator reads (version ``TRACE_FORMAT_VERSION``).
+
+A run directory holds:
+
+* ``meta.json`` – ``{"trace_format_version": 1, "executor": "sim"|"real", "created_utc": ...}``
+  plus executor-specific fields; written last, so a directory without it is half-written;
+* ``config.yaml`` – the resolved configuration (scenario with every default filled in);
+* ``iterations.csv`` – one row per (scheme, iteration): :data:`ITERATION_COLUMNS`;
+* ``workers.csv`` – one row per (scheme, iteration, worker): :data:`WORKER_COLUMNS`;
+* ``summary.csv`` – one row per scheme: :data:`SUMMARY_COLUMNS`.
+
+All times are seconds. ``*_s`` columns that are instants are measured from the start of the run
+(simulation time 0, or the real run's first dispatch); durations are differences of instants.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gcsim.errors import RunDirError
+
+TRACE_FORMAT_VERSION = 1
+
+#: iterations.csv – instants in seconds from run start; ``decodable_s`` is when the arrived set first
+#: became decodable; ``end_s`` adds the master's decode/update time; ``duration_s = end_s - start_s``.
+ITERATION_COLUMNS = [
+    "scheme", "iteration", "start_s", "decodable_s", "end_s", "duration_s", "n_arrived", "n_used",
+]
+
+#: workers.csv – per worker and iteration. ``dispatch_s``: the worker has the model and may start;
+#: ``compute_start_s``: it starts this iteration's work (later than dispatch under carry-over);
+#: ``compute_s``: pure compute seconds of its partitions (after slowdown); ``delay_s``: injected
+#: additive straggler delay; ``slowdown``: multiplicative factor applied to compute;
+#: ``send_s``: its message leaves; ``arrival_s``: it reaches the master (NaN if it never did);
+#: ``used``: it enters the decoding; ``status``: arrived | late | cancelled | dead.
+WORKER_COLUMNS = [
+    "scheme", "iteration", "worker", "n_partitions", "dispatch_s", "compute_start_s", "compute_s",
+    "delay_s", "slowdown", "send_s", "arrival_s", "used", "status",
+]
+
+#: summary.csv – one row per scheme.
+SUMMARY_COLUMNS = [
+    "scheme", "n", "s", "m", "iterations", "mean_s", "p50_s", "p95_s", "p99_s", "std_s",
+    "speedup_vs_uncoded", "computation_load", "communication_load",
+]
+
+
+def summarize(iterations: pd.DataFrame, loads: dict[str, dict]) -> pd.DataFrame:
+    """Summary rows from an iterations table.
+
+    Args:
+        iterations: rows with :data:`ITERATION_COLUMNS`.
+        loads: scheme -> ``{"n", "s", "m", "computation_load", "communication_load"}``
+            (e.g. ``Scheme.describe()``).
+    Returns:
+        DataFrame with :data:`SUMMARY_COLUMNS`; ``speedup_vs_uncoded`` = mean(uncoded)/mean(scheme),
+        NaN when no ``uncoded`` row is present.
+    """
+    rows = []
+    for scheme, grp in iterations.groupby("scheme", sort=False):
+        d = grp["duration_s"].to_numpy(dtype=float)
+        info = loads[scheme]
+        rows.append({
+            "scheme": scheme, "n": info["n"], "s": info["s"], "m": info["m"], "iterations": len(d),
+            "mean_s": d.mean(), "p50_s": np.quantile(d, 0.5), "p95_s": np.quantile(d, 0.95),
+            "p99_s": np.quantile(d, 0.99), "std_s": d.std(ddof=1) if len(d) > 1 else 0.0,
+            "speedup_vs_uncoded": np.nan,
+            "computation_load": info["computation_load"], "communication_load": info["communication_load"],
+        })
+    out = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    if "uncoded" in set(out["scheme"]):
+        base = float(out.loc[out["scheme"] == "uncoded", "mean_s"].iloc[0])
+        out["speedup_vs_uncoded"] = base / out["mean_s"]
+    return out
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_csv(path: Path, df: pd.DataFrame, columns: list[str]) -> None:
+    """Atomically write ``df[columns]`` as CSV (raises KeyError if a column is missing)."""
+    atomic_write_text(path, df[columns].to_csv(index=False, float_format="%.9g"))
+
+
+def write_meta(run_dir: Path, executor: str, **extra) -> None:
+    """Write ``meta.json`` (last file of a complete run directory)."""
+    meta = {"trace_format_version": TRACE_FORMAT_VERSION, "executor": executor,
+            "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), **extra}
+    atomic_write_text(Path(run_dir) / "meta.json", json.dumps(meta, indent=2, sort_keys=True, default=str))
+
+
+def read_meta(run_dir: Path) -> dict:
+    """Read and check ``meta.json``. Raises RunDirError when missing, unreadable or of another version."""
+    p = Path(run_dir) / "meta.json"
+    if not p.is_file():
+        raise RunDirError(f"{p}: missing (run directory is incomplete or not a gcsim run)")
+    try:
+        meta = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise RunDirError(f"{p}: unreadable JSON ({e})") from None
+    v = meta.get("trace_format_version")
+    if v != TRACE_FORMAT_VERSION:
+        raise RunDirError(f"{p}: trace_format_version: expected {TRACE_FORMAT_VERSION}, got {v!r}")
+    return meta
+
+
+def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
+    """Read ``<run_dir>/<name>`` and check it has ``columns``. Raises RunDirError naming the file."""
+    p = Path(run_dir) / name
+    if not p.is_file():
+        raise RunDirError(f"{p}: missing")
+    try:
+        df = pd.read_csv(p)
+    except Exception as e:  # pandas raises several types for malformed CSV
+        raise RunDirError(f"{p}: unreadable CSV ({type(e).__name__}: {e})") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise RunDirError(f"{p}: missing columns {missing}")
+    return df
