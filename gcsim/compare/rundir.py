@@ -1,0 +1,248 @@
+"""Read, validate and discover run directories in the gcsim/trace.py format.
+
+A run directory (real: ``runs/real/<scheme>-<timestamp>/``; simulated: what ``gcsim simulate`` writes)
+holds ``meta.json`` (written last), ``config.yaml``, ``iterations.csv``, ``workers.csv`` and
+``summary.csv``; a real run adds ``metrics.csv`` and ``status.json``. Anything missing, half-written or
+of another trace-format version raises a one-line :class:`~gcsim.errors.RunDirError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from gcsim.errors import ConfigError, RunDirError
+from gcsim.trace import (ITERATION_COLUMNS, SUMMARY_COLUMNS, TRACE_FORMAT_VERSION, WORKER_COLUMNS, read_meta,
+                         read_table)
+
+#: status.json values of ``state`` / ``status`` that mean the run has not finished writing.
+_UNFINISHED_STATES = {"running", "starting", "pending", "in_progress", "in-progress", "writing"}
+
+
+@dataclass
+class RunDir:
+    """One validated run directory.
+
+    Attributes:
+        path: the directory.
+        meta: parsed ``meta.json`` (``trace_format_version`` == TRACE_FORMAT_VERSION).
+        config: parsed ``config.yaml`` (the resolved scenario / real-run configuration), a dict.
+        iterations: ``iterations.csv`` (gcsim/trace.py ITERATION_COLUMNS), seconds.
+        workers: ``workers.csv`` (WORKER_COLUMNS), seconds.
+        summary: ``summary.csv`` (SUMMARY_COLUMNS).
+        status: parsed ``status.json`` if present, else None.
+    """
+
+    path: Path
+    meta: dict
+    config: dict
+    iterations: pd.DataFrame
+    workers: pd.DataFrame
+    summary: pd.DataFrame
+    status: dict | None = None
+
+    @property
+    def executor(self) -> str:
+        """``"real"`` or ``"sim"`` (from meta.json; ``"?"`` if absent)."""
+        return str(self.meta.get("executor", "?"))
+
+    @property
+    def schemes(self) -> list[str]:
+        """Scheme names in this run, in order of first appearance in iterations.csv."""
+        return list(dict.fromkeys(self.iterations["scheme"].astype(str)))
+
+    @property
+    def n_workers(self) -> int:
+        """Number of workers: ``config.yaml`` ``n_workers`` (else ``n``), else summary ``n``, else the
+        largest worker index in workers.csv + 1."""
+        for key in ("n_workers", "n"):
+            if isinstance(self.config.get(key), (int, np.integer)) and not isinstance(self.config.get(key), bool):
+                return int(self.config[key])
+        if len(self.summary) and pd.notna(self.summary["n"].iloc[0]):
+            return int(self.summary["n"].iloc[0])
+        return int(self.workers["worker"].max()) + 1
+
+    @property
+    def created_utc(self) -> datetime:
+        """``meta.json`` ``created_utc`` (aware datetime); the meta.json mtime when absent or unparsable."""
+        raw = self.meta.get("created_utc")
+        try:
+            dt = datetime.fromisoformat(str(raw))
+            return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+        except ValueError:
+            return datetime.fromtimestamp((self.path / "meta.json").stat().st_mtime, tz=timezone.utc)
+
+    def scheme_row(self, scheme: str) -> dict:
+        """The summary.csv row of ``scheme`` as a dict (n, s, m, loads, ...). Raises RunDirError if absent."""
+        rows = self.summary[self.summary["scheme"].astype(str) == scheme]
+        if rows.empty:
+            raise RunDirError(f"{self.path / 'summary.csv'}: no row for scheme {scheme!r} "
+                              f"(iterations.csv has it)")
+        return rows.iloc[0].to_dict()
+
+    def iterations_of(self, scheme: str) -> pd.DataFrame:
+        """iterations.csv rows of ``scheme``, sorted by iteration."""
+        return self.iterations[self.iterations["scheme"].astype(str) == scheme].sort_values("iteration")
+
+    def workers_of(self, scheme: str) -> pd.DataFrame:
+        """workers.csv rows of ``scheme``, sorted by (iteration, worker)."""
+        return self.workers[self.workers["scheme"].astype(str) == scheme].sort_values(["iteration", "worker"])
+
+    @property
+    def label(self) -> str:
+        """Short name for tables: the directory name."""
+        return self.path.name
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise RunDirError(f"{path}: missing")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        msg = str(e).replace("\n", " ")
+        raise RunDirError(f"{path}: unreadable YAML ({msg})") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a mapping of configuration fields, got {type(data).__name__}")
+    return data
+
+
+def _read_status(run_dir: Path) -> dict | None:
+    p = run_dir / "status.json"
+    if not p.is_file():
+        return None
+    try:
+        status = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise RunDirError(f"{p}: unreadable JSON ({e})") from None
+    if not isinstance(status, dict):
+        raise RunDirError(f"{p}: expected a JSON object, got {type(status).__name__}")
+    state = status.get("state", status.get("status"))
+    if isinstance(state, str) and state.lower() in _UNFINISHED_STATES:
+        raise RunDirError(f"{p}: state: expected a finished run, got {state!r} (still running or half-written)")
+    return status
+
+
+def _check_finite(path: Path, df: pd.DataFrame, columns: list[str], positive: tuple[str, ...] = ()) -> None:
+    for c in columns:
+        v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(v)
+        if bad.any():
+            raise RunDirError(f"{path}: column {c}: expected finite numbers, got {int(bad.sum())} empty or "
+                              f"non-numeric rows (half-written?)")
+        if c in positive and (v <= 0).any():
+            raise RunDirError(f"{path}: column {c}: expected positive seconds, got {float(v.min())!r}")
+
+
+def read_run_dir(path: str | Path) -> RunDir:
+    """Read and validate a run directory.
+
+    Checks, in order: the directory exists; ``meta.json`` exists, parses and has
+    ``trace_format_version == TRACE_FORMAT_VERSION``; ``status.json`` (if any) does not say the run is
+    still going; ``config.yaml`` parses to a mapping; the three CSVs exist with their columns;
+    iterations.csv has rows with finite ``start_s, end_s, duration_s > 0``; workers.csv has finite
+    ``iteration, worker, n_partitions`` and covers the same (scheme, iteration) pairs; summary.csv has
+    a row per scheme.
+
+    Args:
+        path: the run directory.
+    Returns:
+        :class:`RunDir`.
+    Raises:
+        RunDirError: one line naming the offending file and what is wrong.
+    """
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: not a directory (expected a gcsim run directory)")
+    meta = read_meta(run_dir)
+    status = _read_status(run_dir)
+    config = _read_yaml(run_dir / "config.yaml")
+    iterations = read_table(run_dir, "iterations.csv", ITERATION_COLUMNS)
+    workers = read_table(run_dir, "workers.csv", WORKER_COLUMNS)
+    summary = read_table(run_dir, "summary.csv", SUMMARY_COLUMNS)
+    it_path, wk_path, su_path = run_dir / "iterations.csv", run_dir / "workers.csv", run_dir / "summary.csv"
+    if iterations.empty:
+        raise RunDirError(f"{it_path}: no rows (half-written?)")
+    if workers.empty:
+        raise RunDirError(f"{wk_path}: no rows (half-written?)")
+    if iterations["scheme"].isna().any():
+        raise RunDirError(f"{it_path}: column scheme: expected a scheme name on every row, got empty rows")
+    _check_finite(it_path, iterations, ["iteration", "start_s", "end_s", "duration_s"], positive=("duration_s",))
+    _check_finite(wk_path, workers, ["iteration", "worker", "n_partitions"])
+    for df in (iterations, workers, summary):
+        df["scheme"] = df["scheme"].astype(str)
+    it_pairs = set(zip(iterations["scheme"], iterations["iteration"].astype(int)))
+    wk_pairs = set(zip(workers["scheme"], workers["iteration"].astype(int)))
+    if it_pairs != wk_pairs:
+        missing = sorted(it_pairs - wk_pairs)[:3] or sorted(wk_pairs - it_pairs)[:3]
+        raise RunDirError(f"{wk_path}: expected worker rows for the same (scheme, iteration) pairs as "
+                          f"iterations.csv, got a mismatch at {missing} (half-written?)")
+    missing_schemes = sorted(set(iterations["scheme"]) - set(summary["scheme"]))
+    if missing_schemes:
+        raise RunDirError(f"{su_path}: missing rows for schemes {missing_schemes}")
+    return RunDir(run_dir, meta, config, iterations, workers, summary, status)
+
+
+@dataclass(frozen=True)
+class FoundRun:
+    """A run directory chosen by :func:`newest_runs` and the schemes to compare from it."""
+
+    path: Path
+    schemes: tuple[str, ...]
+
+
+def newest_runs(runs_root: str | Path, *, skipped: list[str] | None = None) -> list[FoundRun]:
+    """The newest complete run per scheme under ``runs_root`` (e.g. ``runs/real``).
+
+    Every direct sub-directory whose name does not start with ``.`` is considered. Directories that
+    are incomplete (no ``meta.json``: still running or crashed) or of another trace-format version are
+    skipped (their one-line reason is appended to ``skipped`` if given). "Newest" is meta.json's
+    ``created_utc``, ties broken by directory name. A run holding several schemes (a simulated run)
+    may be the newest for several.
+
+    Args:
+        runs_root: directory holding run directories.
+        skipped: optional list that receives ``"<dir>: <reason>"`` for every skipped directory.
+    Returns:
+        list of :class:`FoundRun`, ordered by first scheme name.
+    Raises:
+        ConfigError: ``runs_root`` is not a directory, or holds no complete run (field ``--runs-root``).
+    """
+    root = Path(runs_root)
+    if not root.is_dir():
+        raise ConfigError("--runs-root", "a directory holding run directories", str(root))
+    best: dict[str, tuple] = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            meta = read_meta(d)
+            _read_status(d)
+            schemes = pd.read_csv(d / "iterations.csv", usecols=["scheme"])["scheme"].astype(str)
+        except RunDirError as e:
+            if skipped is not None:
+                skipped.append(str(e))
+            continue
+        except (OSError, ValueError, pd.errors.ParserError) as e:
+            if skipped is not None:
+                skipped.append(f"{d / 'iterations.csv'}: unreadable ({type(e).__name__})")
+            continue
+        created = RunDir(d, meta, {}, pd.DataFrame(), pd.DataFrame(), pd.DataFrame()).created_utc
+        for sch in dict.fromkeys(schemes):
+            key = (created, d.name)
+            if sch not in best or key > best[sch][0]:
+                best[sch] = (key, d)
+    if not best:
+        raise ConfigError("--runs-root", f"a directory with complete trace-format-{TRACE_FORMAT_VERSION} run "
+                          f"directories", str(root))
+    by_dir: dict[Path, list[str]] = {}
+    for sch in sorted(best):
+        by_dir.setdefault(best[sch][1], []).append(sch)
+    return [FoundRun(d, tuple(s)) for d, s in by_dir.items()]
+
+
+__all__ = ["FoundRun", "RunDir", "newest_runs", "read_run_dir"]
