@@ -1,0 +1,306 @@
+"""Scenario files: what is simulated (workers, schemes, workload, network, stragglers, policy).
+
+A scenario is a YAML mapping validated by :class:`Scenario` (pydantic, unknown keys are errors).
+:func:`load_scenario` turns every problem – unreadable file, bad YAML, unknown key, wrong type,
+out-of-range value, unknown distribution, scheme parameters the scheme refuses, missing empirical
+file – into one :class:`~gcsim.errors.ConfigError` whose one-line message names the field path
+(e.g. ``stragglers.delay.dist``), the allowed values and the given value.
+
+Example (all times in seconds, sizes in bytes)::
+
+    name: heavy_tail
+    n_workers: 12
+    iterations: 1000
+    seed: 1
+    schemes:
+      - {name: uncoded}
+      - {name: gc-fr, s: 2}
+    workload: {gradient_bytes: 44_700_000, model_bytes: 44_700_000, compute: {dist: constant, value: 0.05}}
+    network: {latency_s: 0.001, bandwidth_bytes_per_s: 1.25e9}
+    stragglers:
+      delay: {dist: pareto, b: 2.5, scale: 0.02}
+      slowdown: null
+      persistent: {p_enter: 0.02, p_leave: 0.2, slowdown: 3.0}
+      worker_scale: null
+    policy: cancel
+    cancel_latency_s: 0.001
+    master: {decode_s: {dist: constant, value: 0.002}}
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+
+from gcsim.errors import ConfigError, SchemeError
+from gcsim.latency import (TAG_PREFIX, BimodalSpec, ConstantSpec, DistSpec, EmpiricalSpec, MISSING, MixtureComponent,
+                           MixtureSpec, ScipySpec, ShiftedExponSpec, SpecFieldError)
+
+NonNegFinite = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PosFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0, le=1)]
+NonNegInt = Annotated[StrictInt, Field(ge=0)]
+
+POLICIES = ("cancel", "carry-over")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SchemeSpec(_Model):
+    """One scheme to run: CLI ``name``, its ``s``, ``m`` and construction ``seed``; ``label`` names it
+    in outputs (default: ``name``; needed only to run one scheme twice with other parameters)."""
+
+    name: str
+    s: NonNegInt = 0
+    m: Annotated[StrictInt, Field(ge=1)] = 1
+    seed: NonNegInt = 0
+    label: Optional[str] = None
+
+    @property
+    def key(self) -> str:
+        """The name used in outputs (``label`` or ``name``)."""
+        return self.label or self.name
+
+
+class Workload(_Model):
+    """What a worker computes and sends: ``gradient_bytes`` (full gradient message), ``model_bytes``
+    (model the master broadcasts), ``compute``: seconds to compute ONE partition's gradient."""
+
+    gradient_bytes: NonNegFinite
+    model_bytes: NonNegFinite = 0.0
+    compute: DistSpec
+
+
+class Network(_Model):
+    """Every message costs ``latency_s + bytes / bandwidth_bytes_per_s`` seconds (no contention)."""
+
+    latency_s: NonNegFinite = 0.0
+    bandwidth_bytes_per_s: Annotated[float, Field(gt=0)] = float("inf")
+
+
+class Persistent(_Model):
+    """Two-state (normal/slow) Markov chain per worker, advanced once per iteration: a normal worker
+    becomes slow with probability ``p_enter``, a slow one recovers with ``p_leave``; while slow its
+    compute is multiplied by ``slowdown``. Iteration 0 starts in the stationary law
+    ``P(slow) = p_enter / (p_enter + p_leave)``."""
+
+    p_enter: Probability
+    p_leave: Annotated[float, Field(gt=0, le=1)]
+    slowdown: Annotated[float, Field(ge=1, allow_inf_nan=False)]
+
+
+class Stragglers(_Model):
+    """Straggler model. ``delay``: additive seconds per worker-iteration (load-independent);
+    ``slowdown``: factor multiplying compute per worker-iteration; ``persistent``: Markov slow state;
+    ``worker_scale``: fixed per-worker compute factors (``n_workers`` floats > 0)."""
+
+    delay: Optional[DistSpec] = None
+    slowdown: Optional[DistSpec] = None
+    persistent: Optional[Persistent] = None
+    worker_scale: Optional[list[PosFinite]] = None
+
+
+class Master(_Model):
+    """The master's work after the arrived messages are decodable: ``decode_s`` (decode + update)."""
+
+    decode_s: DistSpec = Field(default_factory=lambda: ConstantSpec(value=0.0))
+
+
+class Scenario(_Model):
+    """A complete scenario (see the module docstring). All times in seconds, sizes in bytes.
+
+    Raises (via :func:`load_scenario` / :meth:`validate_data`): ConfigError naming the field path.
+    """
+
+    name: str
+    n_workers: Annotated[StrictInt, Field(ge=1)]
+    iterations: Annotated[StrictInt, Field(ge=1)] = 1000
+    seed: Annotated[StrictInt, Field(ge=0, lt=2**32)] = 0
+    schemes: list[SchemeSpec] = Field(min_length=1)
+    workload: Workload
+    network: Network = Field(default_factory=Network)
+    stragglers: Stragglers = Field(default_factory=Stragglers)
+    policy: Literal["cancel", "carry-over"] = "cancel"
+    cancel_latency_s: NonNegFinite = 0.0
+    master: Master = Field(default_factory=Master)
+
+    @model_validator(mode="after")
+    def _cross_checks(self):
+        if not _NAME_RE.match(self.name):
+            raise SpecFieldError("name", "letters, digits, '_', '.', '-' (used in directory names)", self.name)
+        ws = self.stragglers.worker_scale
+        if ws is not None and len(ws) != self.n_workers:
+            raise SpecFieldError("stragglers.worker_scale", f"a list of n_workers={self.n_workers} factors",
+                                 _GivenLabel(f"{len(ws)} factors"))
+        seen: set[str] = set()
+        for i, spec in enumerate(self.schemes):
+            if spec.key in seen:
+                raise SpecFieldError(f"schemes.{i}.{'label' if spec.label else 'name'}",
+                                     "a name not listed before (set 'label' to run a scheme twice)", spec.key)
+            seen.add(spec.key)
+            check_scheme(spec, self.n_workers, f"schemes.{i}")
+        return self
+
+    def build_schemes(self) -> dict:
+        """``{label: Scheme}`` for every listed scheme (via :func:`gcsim.schemes.make_scheme`)."""
+        from gcsim.schemes import make_scheme
+        return {sp.key: make_scheme(sp.name, self.n_workers, sp.s, sp.m, sp.seed) for sp in self.schemes}
+
+    def resolved(self) -> dict:
+        """Plain data with every default filled in (what ``config.yaml`` holds; loads back equal)."""
+        return self.model_dump(mode="python", exclude_none=False)
+
+    def to_yaml(self) -> str:
+        """The resolved scenario as YAML text."""
+        return yaml.safe_dump(self.resolved(), sort_keys=False, default_flow_style=None, width=100)
+
+
+def check_scheme(spec: SchemeSpec, n_workers: int, field: str) -> None:
+    """Build the scheme once to check its parameters. Raises SpecFieldError naming ``field.<param>``."""
+    from gcsim.schemes import make_scheme, scheme_names
+
+    names = scheme_names()
+    if spec.name not in names:
+        raise SpecFieldError(f"{field}.name", f"one of {', '.join(names)}", spec.name)
+    try:
+        make_scheme(spec.name, n_workers, spec.s, spec.m, spec.seed)
+    except SchemeError as e:
+        msg = str(e)
+        m = re.match(r"scheme [^:]+: ([A-Za-z_]+): expected (.*), got .*$", msg)
+        if m and m.group(1) in ("s", "m", "seed"):
+            raise SpecFieldError(f"{field}.{m.group(1)}", f"{m.group(2)} (scheme {spec.name})",
+                                 getattr(spec, m.group(1))) from None
+        raise SpecFieldError(field, f"parameters scheme {spec.name} accepts with n_workers={n_workers}",
+                             _GivenLabel(f"s={spec.s}, m={spec.m} ({msg})")) from None
+
+
+# ============================================================================ loading
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file.
+
+    Relative empirical-distribution files are resolved against the scenario's folder.
+
+    Raises:
+        ConfigError: one line naming the file or field path, the allowed values and the given value.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("scenario", "an existing YAML file", str(path))
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError("scenario", "a readable YAML file", f"{path} ({type(e).__name__})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError("scenario", "valid YAML", f"{path}: {getattr(e, 'problem', 'syntax error')}{where}") from None
+    return validate_scenario(data, base_dir=p.parent)
+
+
+def validate_scenario(data: Any, base_dir: str | Path | None = None) -> Scenario:
+    """Validate already-parsed scenario data. Raises ConfigError (see :func:`load_scenario`)."""
+    if not isinstance(data, dict):
+        raise ConfigError("scenario", "a YAML mapping of scenario fields", type(data).__name__)
+    try:
+        return Scenario.model_validate(data, context={"base_dir": None if base_dir is None else str(base_dir)})
+    except ValidationError as e:
+        raise config_error_from_validation(e) from None
+
+
+def _strip(loc: tuple) -> list:
+    return [x for x in loc if not (isinstance(x, str) and x.startswith(TAG_PREFIX))]
+
+
+def _join(parts: list) -> str:
+    return ".".join(str(x) for x in parts)
+
+
+_TAG_CLASSES = {
+    TAG_PREFIX + "constant": ConstantSpec, TAG_PREFIX + "shifted_expon": ShiftedExponSpec,
+    TAG_PREFIX + "bimodal": BimodalSpec, TAG_PREFIX + "mixture": MixtureSpec,
+    TAG_PREFIX + "empirical": EmpiricalSpec, TAG_PREFIX + "scipy": ScipySpec,
+}
+
+
+def _model_at(loc: tuple, root: type[BaseModel] | None) -> type[BaseModel] | None:
+    """Walk the model types along an error location (with union tags) to the model it points into."""
+    cur: Any = root
+    for part in loc:
+        if isinstance(part, str) and part in _TAG_CLASSES:
+            cur = _TAG_CLASSES[part]
+            continue
+        cur = _unwrap(cur)
+        if isinstance(part, int):
+            args = typing.get_args(cur)
+            cur = args[0] if args else None
+            continue
+        if isinstance(cur, type) and issubclass(cur, BaseModel) and part in cur.model_fields:
+            cur = cur.model_fields[part].annotation
+        else:
+            return None
+    cur = _unwrap(cur)
+    return cur if isinstance(cur, type) and issubclass(cur, BaseModel) else None
+
+
+def _unwrap(t: Any) -> Any:
+    while True:
+        origin = typing.get_origin(t)
+        if origin is typing.Annotated:
+            t = typing.get_args(t)[0]
+        elif origin is typing.Union:
+            args = [a for a in typing.get_args(t) if a is not type(None)]
+            if len(args) != 1:
+                return t
+            t = args[0]
+        else:
+            return t
+
+
+def config_error_from_validation(exc: ValidationError, prefix: str | None = None,
+                                 root: type[BaseModel] | None = Scenario) -> ConfigError:
+    """Turn a pydantic ValidationError into one ConfigError (the first error), whose message is
+    ``<field path>: expected <allowed>, got <given>``; ``prefix`` is prepended to the path."""
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(err.get("loc", ()))
+    path = _strip(loc)
+    if prefix:
+        path = [prefix] + path
+    etype = err.get("type", "")
+    given = err.get("input")
+    ctx = err.get("ctx") or {}
+    inner = ctx.get("error")
+    if isinstance(inner, SpecFieldError):
+        field = _join(path + [inner.field])
+        return ConfigError(field, inner.allowed, inner.given)
+    field = _join(path) or "scenario"
+    if etype == "extra_forbidden":
+        model = _model_at(loc[:-1], root) if root is not None else None
+        allowed = f"one of the keys {', '.join(model.model_fields)}" if model is not None else "a known key"
+        return ConfigError(field, allowed, _GivenLabel(f"unknown key {path[-1]!r}" if path else "unknown key"))
+    if etype == "missing":
+        return ConfigError(field, "a value (required field)", MISSING)
+    if etype == "dist_kind":
+        return ConfigError(_join(path + ["dist"]), "a mapping with a 'dist' key naming the distribution",
+                           MISSING if isinstance(given, dict) else given)
+    if etype == "too_short":
+        return ConfigError(field, f"at least {ctx.get('min_length', 1)} item(s)", given)
+    msg = str(err.get("msg", "invalid value"))
+    for pre in ("Input should be ", "Value error, ", "Assertion failed, "):
+        if msg.startswith(pre):
+            msg = msg[len(pre):]
+    if msg.startswith("expected "):
+        msg = msg[len("expected "):]
+    return ConfigError(field, msg, given)
+
+
+class _GivenLabel(str):
+    def __repr__(self) -> str:
+        return str(self)

@@ -1,0 +1,169 @@
+"""Straggler draws shared by both executors: additive delay, multiplicative slowdown, persistent
+(Markov) slow state and per-worker scale, keyed by (seed, worker, iteration).
+
+Common random numbers: worker ``w`` in iteration ``t`` uses its own stream
+``np.random.default_rng([seed, w, t])`` and always consumes the same layout of uniforms from it
+(Markov uniform, delay uniforms, slowdown uniforms, then per-partition compute uniforms), so every
+scheme, every executor and every subset of schemes sees the same delays for the same
+(seed, worker, iteration), and the compute draw of the q-th partition a worker computes is the same
+whatever its load (paired comparisons; Law & Kelton, Simulation Modeling and Analysis, §11.2).
+
+Persistent stragglers (Markov chain per worker, advanced in iteration order) follow the fail-slow
+picture of production clusters: a worker stays slow for a geometric number of iterations with mean
+``1/p_leave``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gcsim.latency import Distribution, build_distribution
+from gcsim.scenario import Stragglers
+
+#: Worker index used for the master's stream (never a real worker index).
+MASTER_STREAM = 2**32 - 1
+
+
+def worker_rng(seed: int, worker: int, iteration: int) -> np.random.Generator:
+    """The stream of ``worker`` in ``iteration`` (``default_rng([seed, worker, iteration])``)."""
+    return np.random.default_rng([int(seed), int(worker), int(iteration)])
+
+
+@dataclass(frozen=True)
+class StragglerDraw:
+    """Straggler state of every worker in one iteration.
+
+    Attributes:
+        delay_s: float64 ``(n,)``: additive delay (seconds) before the worker starts computing.
+        slowdown: float64 ``(n,)``: factor multiplying every partition's compute time
+            (``worker_scale[w] × slowdown draw × persistent.slowdown if slow``).
+        slow: bool ``(n,)``: persistent (Markov) slow state (all False without ``persistent``).
+    """
+
+    delay_s: np.ndarray
+    slowdown: np.ndarray
+    slow: np.ndarray
+
+
+@dataclass(frozen=True)
+class DrawBlock:
+    """Draws for a range of iterations (``I`` iterations, ``n`` workers, ``P`` partitions).
+
+    Attributes:
+        iterations: int ``(I,)``.
+        delay_s, slowdown: float64 ``(I, n)``; slow: bool ``(I, n)`` (see :class:`StragglerDraw`).
+        compute_s: float64 ``(I, n, P)``: base compute seconds of the q-th partition a worker computes
+            (before ``slowdown``); ``P = 0`` when no compute distribution was given.
+    """
+
+    iterations: np.ndarray
+    delay_s: np.ndarray
+    slowdown: np.ndarray
+    slow: np.ndarray
+    compute_s: np.ndarray
+
+
+class StragglerProcess:
+    """Deterministic straggler draws for ``n_workers`` workers.
+
+    Args:
+        stragglers_spec: the scenario's :class:`~gcsim.scenario.Stragglers` (or None: no stragglers).
+        n_workers: number of workers ``n``.
+        seed: scenario seed, ``0 <= seed < 2**32``.
+        compute: optional per-partition compute distribution (the scenario's ``workload.compute``)
+            for :meth:`draw_block` with ``n_partitions > 0``.
+
+    ``draw(t)`` may be called in any order; the Markov state is advanced in iteration order from 0
+    (cached), so ``draw(t)`` is the same whatever was drawn before.
+    """
+
+    def __init__(self, stragglers_spec: Stragglers | None, n_workers: int, seed: int,
+                 compute: Distribution | None = None):
+        spec = stragglers_spec if stragglers_spec is not None else Stragglers()
+        self.n, self.seed = int(n_workers), int(seed)
+        self.delay = build_distribution(spec.delay) if spec.delay is not None else None
+        self.slowdown_dist = build_distribution(spec.slowdown) if spec.slowdown is not None else None
+        self.persistent = spec.persistent
+        self.worker_scale = (np.asarray(spec.worker_scale, dtype=np.float64) if spec.worker_scale is not None
+                             else np.ones(self.n))
+        if self.worker_scale.shape != (self.n,):
+            raise ValueError(f"worker_scale: expected {self.n} factors, got {self.worker_scale.shape}")
+        self.compute = compute
+        self._nu_delay = self.delay.n_uniforms if self.delay else 0
+        self._nu_slow = self.slowdown_dist.n_uniforms if self.slowdown_dist else 0
+        self._nu_compute = compute.n_uniforms if compute is not None else 0
+        self._head = 1 + self._nu_delay + self._nu_slow  # Markov uniform first
+        self._slow_states: list[np.ndarray] = []  # Markov state per iteration, in order
+
+    # ----------------------------------------------------------------- uniforms
+    def _uniforms(self, iterations: np.ndarray, n_partitions: int) -> np.ndarray:
+        """``(I, n, head + P·nu_compute)`` uniforms, one keyed stream per (worker, iteration)."""
+        width = self._head + n_partitions * self._nu_compute
+        out = np.empty((len(iterations), self.n, width))
+        for i, t in enumerate(iterations):
+            for w in range(self.n):
+                out[i, w] = worker_rng(self.seed, w, t).random(width)
+        return out
+
+    def _markov(self, upto: int) -> None:
+        """Advance the cached Markov states through iteration ``upto`` (inclusive)."""
+        p = self.persistent
+        if p is None:
+            return
+        start = len(self._slow_states)
+        if upto < start:
+            return
+        us = self._uniforms(np.arange(start, upto + 1), 0)[:, :, 0]
+        pi_slow = p.p_enter / (p.p_enter + p.p_leave)
+        for i, t in enumerate(range(start, upto + 1)):
+            u = us[i]
+            if t == 0:
+                state = u < pi_slow
+            else:
+                prev = self._slow_states[t - 1]
+                state = np.where(prev, u >= p.p_leave, u < p.p_enter)
+            self._slow_states.append(state)
+
+    # ----------------------------------------------------------------- public
+    def draw_block(self, iterations, n_partitions: int = 0) -> DrawBlock:
+        """Draws for ``iterations`` (any int sequence) and the first ``n_partitions`` compute draws.
+
+        Raises:
+            ValueError: ``n_partitions > 0`` without a compute distribution.
+        """
+        its = np.asarray(list(iterations), dtype=np.int64)
+        if n_partitions > 0 and self.compute is None:
+            raise ValueError("n_partitions > 0 needs a compute distribution")
+        u = self._uniforms(its, n_partitions)
+        I = len(its)
+        delay = (self.delay.from_uniform(u[:, :, 1:1 + self._nu_delay]) if self.delay is not None
+                 else np.zeros((I, self.n)))
+        slow_factor = (self.slowdown_dist.from_uniform(u[:, :, 1 + self._nu_delay:self._head])
+                       if self.slowdown_dist is not None else np.ones((I, self.n)))
+        if self.persistent is not None and I:
+            self._markov(int(its.max()))
+            slow = np.stack([self._slow_states[t] for t in its])
+            slow_factor = slow_factor * np.where(slow, self.persistent.slowdown, 1.0)
+        else:
+            slow = np.zeros((I, self.n), dtype=bool)
+        slowdown = slow_factor * self.worker_scale[None, :]
+        if n_partitions > 0:
+            cu = u[:, :, self._head:].reshape(I, self.n, n_partitions, self._nu_compute)
+            compute = self.compute.from_uniform(cu)
+        else:
+            compute = np.zeros((I, self.n, 0))
+        return DrawBlock(iterations=its, delay_s=np.asarray(delay, dtype=np.float64),
+                         slowdown=np.asarray(slowdown, dtype=np.float64), slow=slow,
+                         compute_s=np.asarray(compute, dtype=np.float64))
+
+    def draw(self, iteration: int) -> StragglerDraw:
+        """The straggler state of every worker in ``iteration`` (deterministic in seed, worker, iteration)."""
+        b = self.draw_block([int(iteration)])
+        return StragglerDraw(delay_s=b.delay_s[0], slowdown=b.slowdown[0], slow=b.slow[0])
+
+
+def master_rng(seed: int, iteration: int) -> np.random.Generator:
+    """The master's stream in ``iteration`` (decode/update time draws)."""
+    return np.random.default_rng([int(seed), MASTER_STREAM, int(iteration)])
