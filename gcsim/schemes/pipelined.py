@@ -1,0 +1,104 @@
+"""Shared machinery of pipelined gradient coding (``pgc-cr``, ``pgc-fr``): approximate, stale.
+
+Pipelined GC (the PipelinedGradientCoding design, Ray + PyTorch, ResNet-18 / CIFAR-10; see the
+scheme modules for references): worker i *holds* ``h = s+1`` partitions ``held[i][0..s]`` but
+computes only ONE per iteration, round-robin: at iteration t it computes position
+``(offset_i + t) mod (s+1)`` (computation load 1). It then sends the plain sum of its latest gradient
+of every held partition – one fresh, the others computed 1..s iterations earlier – as one
+full-length message. The master takes the FIRST ``n - s`` messages in arrival order and scales each
+by ``n / ((n - s)(s + 1))`` (each message stands for s+1 partition gradients; the sum needs n).
+
+Staleness: the gradient of position q in worker i's message at iteration t was computed at the last
+``t' <= t`` with ``(offset_i + t') mod (s+1) = q``; its staleness is ``t - t'`` (0 for the fresh one).
+Warm-up (t < s): positions whose first turn is still ahead were never computed; they carry
+coefficient 0 in the message (the executor sends nothing – zeros – for them) and staleness -1, and
+the master still applies the same scale (the estimate is biased low during the first s iterations).
+From iteration s on, assignment and messages repeat with period s+1, so decodings are cached by
+(first n-s arrivals as a set, warm-up iteration or steady phase t mod (s+1)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gcsim.schemes.base import Decoding, Message, Scheme
+
+
+class PipelinedScheme(Scheme):
+    """Base of the pipelined schemes. Subclasses implement :meth:`_held_partitions` and
+    :meth:`_offset`. ``Decoding.staleness`` is ``(n - s, k)`` ints, -1 where a partition is absent."""
+
+    exact = False
+
+    def _held_partitions(self, worker: int) -> list[int]:
+        """The s+1 partitions ``worker`` holds, in round-robin order (position 0..s)."""
+        raise NotImplementedError
+
+    def _offset(self, worker: int) -> int:
+        """Round-robin offset: at iteration t the worker computes position (offset + t) mod (s+1)."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- construction
+    def _build(self):
+        self._held = [self._held_partitions(i) for i in range(self.n)]
+        self._per_phase: dict = {}
+        return self._assignment_at(0), self._phase_data(0)[0]
+
+    @property
+    def assignment_period(self) -> int:
+        return self.s + 1
+
+    def _phase(self, iteration: int) -> tuple[bool, int]:
+        """(warm-up?, t mod (s+1)): everything about an iteration that decoding depends on."""
+        if iteration < 0:
+            from gcsim.errors import SchemeError
+            raise SchemeError.param(self.name, "iteration", "an integer >= 0", iteration)
+        return (iteration < self.s, iteration % (self.s + 1))
+
+    def _assignment_at(self, iteration: int) -> list[list[int]]:
+        h = self.s + 1
+        return [[self._held[i][(self._offset(i) + iteration) % h]] for i in range(self.n)]
+
+    def staleness_matrix(self, iteration: int) -> np.ndarray:
+        """int ``(n, k)``: iterations since worker i last computed partition j, as used in its
+        message of ``iteration``; -1 where i does not hold j or has never computed it."""
+        h = self.s + 1
+        out = np.full((self.n, self.k), -1, dtype=int)
+        for i in range(self.n):
+            for q, j in enumerate(self._held[i]):
+                age = (self._offset(i) + iteration - q) % h
+                if iteration - age >= 0:
+                    out[i, j] = age
+        return out
+
+    def _phase_data(self, iteration: int) -> tuple[list[Message], np.ndarray]:
+        key = self._phase(iteration)
+        if key not in self._per_phase:
+            stale = self.staleness_matrix(iteration)
+            coeffs = (stale >= 0).astype(np.float64)
+            msgs = [Message(id=i, worker=i, after=1, coeffs=coeffs[i][:, None], payload_fraction=1.0)
+                    for i in range(self.n)]
+            self._per_phase[key] = (msgs, stale)
+        return self._per_phase[key]
+
+    # ----------------------------------------------------------------- public API
+    def assignment(self, iteration: int = 0) -> list[list[int]]:
+        """Per worker, the single partition it computes in ``iteration`` (round-robin)."""
+        self._phase(iteration)
+        return self._assignment_at(iteration)
+
+    def messages(self, iteration: int = 0) -> list[Message]:
+        """One message per worker: coefficient 1 on every held partition computed at least once."""
+        return self._phase_data(iteration)[0]
+
+    def held_partitions(self, worker: int) -> list[int]:
+        return sorted(self._held[worker])
+
+    def _cache_key(self, arrived, iteration):
+        return (frozenset(arrived[: self.n - self.s]), self._phase(iteration))
+
+    def _decode_at(self, arrived, iteration):
+        used = tuple(sorted(arrived[: self.n - self.s]))
+        scale = self.n / ((self.n - self.s) * (self.s + 1))
+        stale = self._phase_data(iteration)[1][list(used)]
+        return Decoding(used=used, weights=np.full((len(used), 1), scale), exact=False, staleness=stale)
