@@ -1,0 +1,332 @@
+"""The discrete-event model of synchronous training with stragglers (SimPy 4.1.2).
+
+One :class:`simpy.Environment` per scheme; all schemes see the same draws (common random numbers,
+:mod:`gcsim.stragglers`). One iteration ``t`` (times in seconds):
+
+1. the master starts at ``start_s`` (the end of ``t-1``) and sends the model: every worker has it
+   at ``dispatch_s = start_s + latency_s + model_bytes / bandwidth_bytes_per_s``;
+2. worker ``w`` starts at ``compute_start_s = max(dispatch_s, the moment it is free)``, waits its
+   additive straggler delay ``delay_s``, then computes its partitions ``scheme.assignment(t)[w]`` in
+   order, the q-th costing ``compute[t, w, q] × slowdown[t, w]`` (``slowdown`` includes the per-worker
+   scale and the persistent slow state);
+3. each message ``scheme.messages(t)`` leaves after its worker has computed ``after`` partitions and
+   arrives ``latency_s + gradient_bytes × payload_fraction / bandwidth_bytes_per_s`` later (no link
+   contention);
+4. the master waits on a :class:`simpy.Condition` over the iteration's arrival events whose
+   ``evaluate`` is "``scheme.decode(arrived in order, t)`` is not None" (``decodable_s``), then spends
+   the master's ``decode_s`` draw: ``end_s``;
+5. unfinished work: ``cancel`` – the master's cancel reaches stragglers ``cancel_latency_s`` after
+   ``decodable_s`` and they drop the iteration (messages already on the wire still arrive, late);
+   ``carry-over`` – stragglers finish (and send) their stale work first, like a synchronous Ray
+   actor running queued calls in order, so they start iteration ``t+1`` late.
+
+Without carry-over and with ``cancel_latency_s`` no longer than the master's decode + model
+broadcast, iterations are i.i.d. and the iteration time is ``model transfer + (the first instant the
+arrived set is decodable) + decode`` – the order-statistic structure of Tandon et al., ICML 2017, §5
+and Lee et al., IEEE Trans. Inf. Theory 2018, §III.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import simpy
+from simpy.events import Condition
+
+from gcsim.errors import ConfigError, SchemeError
+from gcsim.latency import build_distribution
+from gcsim.scenario import Scenario
+from gcsim.schemes import Scheme
+from gcsim.stragglers import DrawBlock, StragglerProcess, master_rng
+from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize
+
+_ARRIVED, _LATE, _CANCELLED = 0, 1, 2
+_STATUS = np.array(["arrived", "late", "cancelled"])
+
+
+@dataclass
+class SimResult:
+    """Outcome of :func:`simulate`.
+
+    Attributes:
+        scenario: the scenario actually simulated (overrides applied).
+        schemes: label -> built :class:`~gcsim.schemes.Scheme`.
+        iterations: :data:`gcsim.trace.ITERATION_COLUMNS`, one row per (scheme, iteration).
+        workers: :data:`gcsim.trace.WORKER_COLUMNS`, one row per (scheme, iteration, worker).
+        summary: :data:`gcsim.trace.SUMMARY_COLUMNS`, one row per scheme.
+        wall_s: wall-clock seconds the simulation took.
+    """
+
+    scenario: Scenario
+    schemes: dict[str, Scheme]
+    iterations: pd.DataFrame
+    workers: pd.DataFrame
+    summary: pd.DataFrame
+    wall_s: float = 0.0
+    loads: dict[str, dict] = field(default_factory=dict)
+
+
+def apply_overrides(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterations: int | None = None,
+                    seed: int | None = None) -> Scenario:
+    """The scenario with CLI overrides applied (scheme labels/names to keep, iterations, seed).
+
+    Raises:
+        ConfigError: unknown scheme in ``schemes``, iterations < 1, seed outside [0, 2**32).
+    """
+    update: dict = {}
+    if iterations is not None:
+        if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
+            raise ConfigError("iterations", "an integer >= 1", iterations)
+        update["iterations"] = int(iterations)
+    if seed is not None:
+        if isinstance(seed, bool) or int(seed) != seed or not 0 <= seed < 2**32:
+            raise ConfigError("seed", "an integer in [0, 2**32)", seed)
+        update["seed"] = int(seed)
+    if schemes is not None:
+        wanted = [s.strip() for s in schemes if s.strip()]
+        keys = [sp.key for sp in scenario.schemes]
+        for w in wanted:
+            if w not in keys and w not in [sp.name for sp in scenario.schemes]:
+                raise ConfigError("schemes", f"names from the scenario ({', '.join(keys)})", w)
+        if not wanted:
+            raise ConfigError("schemes", f"at least one of {', '.join(keys)}", ",".join(schemes))
+        update["schemes"] = [sp for sp in scenario.schemes if sp.key in wanted or sp.name in wanted]
+    return scenario.model_copy(update=update) if update else scenario
+
+
+def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterations: int | None = None,
+             seed: int | None = None, progress: bool | Callable[[int], None] = False) -> SimResult:
+    """Simulate every scheme of ``scenario`` (see the module docstring for the model).
+
+    Args:
+        scenario: a validated :class:`~gcsim.scenario.Scenario`.
+        schemes: labels (or names) of the scenario's schemes to run (default: all).
+        iterations, seed: override the scenario's values.
+        progress: True for a tqdm bar on stderr, or a callable receiving iteration counts to add.
+    Returns:
+        :class:`SimResult` (DataFrames in the :mod:`gcsim.trace` format; times in seconds).
+    Raises:
+        ConfigError: bad overrides. SchemeError: a scheme cannot decode even with every message.
+    """
+    t0 = time.perf_counter()
+    sc = apply_overrides(scenario, schemes=schemes, iterations=iterations, seed=seed)
+    built = sc.build_schemes()
+    n, I = sc.n_workers, sc.iterations
+    max_load = max(max(len(a) for a in sch.assignment(0)) for sch in built.values())
+    for sch in built.values():
+        max_load = max(max_load, sch.computation_load)
+    process = StragglerProcess(sc.stragglers, n, sc.seed, compute=build_distribution(sc.workload.compute))
+    block = process.draw_block(range(I), max_load)
+    decode_dist = build_distribution(sc.master.decode_s)
+    decode_s = np.array([decode_dist.from_uniform(master_rng(sc.seed, t).random((1, decode_dist.n_uniforms)))[0]
+                         for t in range(I)], dtype=np.float64)
+
+    bar = None
+    if progress is True:
+        from tqdm import tqdm
+        bar = tqdm(total=I * len(built), unit="it", desc="simulate", leave=False)
+        tick = bar.update
+    elif callable(progress):
+        tick = progress
+    else:
+        tick = None
+
+    it_frames, w_frames = [], []
+    try:
+        for label, sch in built.items():
+            it_df, w_df = _simulate_scheme(label, sch, sc, block, decode_s, tick)
+            it_frames.append(it_df)
+            w_frames.append(w_df)
+    finally:
+        if bar is not None:
+            bar.close()
+    iterations_df = pd.concat(it_frames, ignore_index=True)
+    workers_df = pd.concat(w_frames, ignore_index=True)
+    loads = {label: sch.describe() for label, sch in built.items()}
+    summary = summarize(iterations_df, loads)
+    return SimResult(scenario=sc, schemes=built, iterations=iterations_df, workers=workers_df, summary=summary,
+                     wall_s=time.perf_counter() - t0, loads=loads)
+
+
+class _Plans:
+    """Per-iteration worker plans: for worker w, segments ``(partitions computed so far, [message ids])``.
+    Cached by the identity of the scheme's assignment/message lists (static schemes build once)."""
+
+    def __init__(self, scheme: Scheme):
+        self.scheme = scheme
+        self._key = None
+        self._val = None
+
+    def at(self, it: int):
+        assign = self.scheme.assignment(it)
+        msgs = self.scheme.messages(it)
+        key = (tuple(map(tuple, assign)), id(msgs))
+        if key != self._key:
+            segs = []
+            for w in range(len(assign)):
+                by_after: dict[int, list[int]] = {}
+                for msg in msgs:
+                    if msg.worker == w:
+                        by_after.setdefault(msg.after, []).append(msg.id)
+                bounds = sorted(set(by_after) | {len(assign[w])})
+                segs.append([(b, by_after.get(b, [])) for b in bounds])
+            n_msgs_of = np.bincount([m.worker for m in msgs], minlength=len(assign))
+            self._key, self._val = key, (assign, msgs, segs, n_msgs_of)
+        return self._val
+
+
+def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock, decode_s: np.ndarray,
+                     tick: Callable[[int], None] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run one scheme's environment over every iteration; returns (iterations rows, worker rows)."""
+    n, I = sc.n_workers, sc.iterations
+    net = sc.network
+    bw = net.bandwidth_bytes_per_s
+    model_s = net.latency_s + sc.workload.model_bytes / bw
+    grad_bytes = sc.workload.gradient_bytes
+    cancel = sc.policy == "cancel"
+    cancel_latency_s = sc.cancel_latency_s
+    # cumulative compute seconds after q partitions: (I, n, P+1)
+    work = block.compute_s * block.slowdown[:, :, None]
+    cum = np.concatenate([np.zeros((I, n, 1)), np.cumsum(work, axis=2)], axis=2)
+    delay = block.delay_s
+    plans = _Plans(scheme)
+
+    env = simpy.Environment()
+    dispatch = [env.event() for _ in range(I)]
+    # per (iteration, worker) records
+    disp_s = np.full((I, n), np.nan)
+    cstart_s = np.full((I, n), np.nan)
+    comp_s = np.full((I, n), np.nan)
+    send_s = np.full((I, n), np.nan)
+    arr_s = np.full((I, n), np.nan)
+    cancelled = np.zeros((I, n), dtype=bool)
+    n_sent = np.zeros((I, n), dtype=np.int64)
+    n_arrived_w = np.zeros((I, n), dtype=np.int64)  # messages of w arrived by decodable_s
+    used_w = np.zeros((I, n), dtype=bool)
+    n_part = np.zeros((I, n), dtype=np.int64)
+    # per iteration
+    start = np.full(I, np.nan)
+    decodable = np.full(I, np.nan)
+    end = np.full(I, np.nan)
+    n_arrived = np.zeros(I, dtype=np.int64)
+    n_used = np.zeros(I, dtype=np.int64)
+    current = np.full(n, -1, dtype=np.int64)  # iteration each worker is working on (-1: idle)
+    arrival_events: list[list[simpy.Event]] = [None] * I  # type: ignore[list-item]
+    iter_msgs: list = [None] * I
+    procs: list[simpy.Process] = []
+
+    def arrive(it: int, mid: int, _ev) -> None:
+        w = iter_msgs[it][mid].worker
+        t = env.now
+        arr_s[it, w] = t if np.isnan(arr_s[it, w]) else max(arr_s[it, w], t)
+        arrival_events[it][mid].succeed()
+
+    def send(it: int, mid: int, w: int) -> None:
+        send_s[it, w] = env.now
+        n_sent[it, w] += 1
+        up = net.latency_s + grad_bytes * iter_msgs[it][mid].payload_fraction / bw
+        env.timeout(up).callbacks.append(partial(arrive, it, mid))
+
+    def worker(w: int):
+        for it in range(I):
+            yield dispatch[it]
+            current[w] = it
+            cstart_s[it, w] = env.now
+            assign, _msgs, segs, _ = plans_at[it]
+            d = len(assign[w])
+            n_part[it, w] = d
+            comp_s[it, w] = cum[it, w, d]
+            done = 0
+            lead = delay[it, w]
+            try:
+                for bound, mids in segs[w]:
+                    dur = lead + cum[it, w, bound] - cum[it, w, done]
+                    lead = 0.0
+                    if dur > 0:
+                        yield env.timeout(dur)
+                    done = bound
+                    for mid in mids:
+                        send(it, mid, w)
+            except simpy.Interrupt:
+                cancelled[it, w] = True
+            current[w] = -1
+
+    def cancel_stragglers(it: int, _ev=None) -> None:
+        for w in range(n):
+            if current[w] == it and procs[w].is_alive:
+                procs[w].interrupt("cancel")
+
+    plans_at: list = [None] * I
+
+    def master():
+        for it in range(I):
+            start[it] = env.now
+            assign, msgs, segs, n_msgs_of = plans.at(it)
+            if max(len(a) for a in assign) > cum.shape[2] - 1:
+                raise SchemeError.param(scheme.name, f"assignment at iteration {it}",
+                                        f"at most {cum.shape[2] - 1} partitions per worker", max(map(len, assign)))
+            plans_at[it] = (assign, msgs, segs, n_msgs_of)
+            iter_msgs[it] = msgs
+            order: list[int] = []
+            evs = [env.event() for _ in msgs]
+            for mid, ev in enumerate(evs):
+                ev.callbacks.append(lambda _e, mid=mid, order=order: order.append(mid))
+            arrival_events[it] = evs
+            result: dict = {}
+
+            def evaluate(_events, _count, it=it, order=order, result=result):
+                dec = scheme.decode(order, it)
+                if dec is None:
+                    return False
+                result["dec"] = dec
+                return True
+
+            cond = Condition(env, evaluate, evs)
+            env.timeout(model_s).callbacks.append(lambda _e, it=it: dispatch[it].succeed())
+            disp_s[it, :] = env.now + model_s
+            yield cond
+            decodable[it] = env.now
+            dec = result["dec"]
+            n_arrived[it] = len(order)
+            n_used[it] = len(dec.used)
+            mw = np.fromiter((msgs[m].worker for m in order), dtype=np.int64, count=len(order))
+            n_arrived_w[it] = np.bincount(mw, minlength=n)
+            used_w[it, [msgs[m].worker for m in dec.used]] = True
+            if cancel:
+                if cancel_latency_s > 0:
+                    env.timeout(cancel_latency_s).callbacks.append(partial(cancel_stragglers, it))
+                else:
+                    cancel_stragglers(it)
+            yield env.timeout(decode_s[it])
+            end[it] = env.now
+            if tick is not None:
+                tick(1)
+
+    master_proc = env.process(master())
+    procs.extend(env.process(worker(w)) for w in range(n))
+    env.run()
+    if not master_proc.ok or np.isnan(end[-1]):
+        bad = int(np.flatnonzero(np.isnan(end))[0])
+        raise SchemeError(f"scheme {label}: messages of iteration {bad} never became decodable "
+                          f"(arrived {n_arrived[bad]} of {len(iter_msgs[bad] or [])})")
+
+    # worker status: arrived (all its messages in by decodable_s), cancelled, late
+    n_msgs = np.stack([plans_at[it][3] for it in range(I)])
+    status = np.where(n_arrived_w >= n_msgs, _ARRIVED, np.where(cancelled & (n_sent < n_msgs), _CANCELLED, _LATE))
+    it_df = pd.DataFrame({
+        "scheme": label, "iteration": np.arange(I), "start_s": start, "decodable_s": decodable, "end_s": end,
+        "duration_s": end - start, "n_arrived": n_arrived, "n_used": n_used,
+    }, columns=ITERATION_COLUMNS)
+    w_df = pd.DataFrame({
+        "scheme": label, "iteration": np.repeat(np.arange(I), n), "worker": np.tile(np.arange(n), I),
+        "n_partitions": n_part.ravel(), "dispatch_s": disp_s.ravel(), "compute_start_s": cstart_s.ravel(),
+        "compute_s": comp_s.ravel(), "delay_s": delay.ravel(), "slowdown": block.slowdown.ravel(),
+        "send_s": send_s.ravel(), "arrival_s": arr_s.ravel(), "used": used_w.ravel(),
+        "status": _STATUS[status.ravel()],
+    }, columns=WORKER_COLUMNS)
+    return it_df, w_df

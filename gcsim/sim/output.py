@@ -1,0 +1,73 @@
+"""Writing a simulation run directory in the :mod:`gcsim.trace` format.
+
+``write_sim_run`` builds everything in a hidden temporary sibling directory and renames it into
+place after ``meta.json`` (written last), so a failure never leaves a partial run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gcsim import __version__
+from gcsim.errors import ConfigError
+from gcsim.scenario import Scenario
+from gcsim.sim.engine import SimResult
+from gcsim.sim.plots import plot_bars, plot_cdf
+from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS, atomic_write_text, write_csv, write_meta
+
+
+def default_run_dir(scenario_name: str, root: str | Path = "runs/sim") -> Path:
+    """``<root>/<scenario_name>-<UTC timestamp>`` (e.g. ``runs/sim/heavy_tail-20250101T120000Z``)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = Path(root) / f"{scenario_name}-{stamp}"
+    path, i = base, 1
+    while path.exists():
+        path, i = Path(f"{base}-{i}"), i + 1
+    return path
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Raise ConfigError unless ``out_dir`` is absent or an empty directory (nothing is created)."""
+    p = Path(out_dir)
+    if p.exists() and (not p.is_dir() or any(p.iterdir())):
+        raise ConfigError("--out", "a directory that does not exist yet (or is empty)", str(out_dir))
+    return p
+
+
+def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | Path) -> Path:
+    """Write a complete run directory and return its path.
+
+    Files: ``config.yaml`` (the resolved scenario actually simulated: ``result.scenario``, or
+    ``scenario`` when the result has none), ``summary.csv``, ``iterations.csv``, ``workers.csv``
+    (:mod:`gcsim.trace` columns, seconds), ``cdf.png``, ``bars.png`` and ``meta.json`` (last).
+
+    Raises:
+        ConfigError: ``out_dir`` exists and is not an empty directory.
+    """
+    out = check_out_dir(out_dir)
+    sc = result.scenario if result.scenario is not None else scenario
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        atomic_write_text(tmp / "config.yaml", sc.to_yaml())
+        write_csv(tmp / "summary.csv", result.summary, SUMMARY_COLUMNS)
+        write_csv(tmp / "iterations.csv", result.iterations, ITERATION_COLUMNS)
+        write_csv(tmp / "workers.csv", result.workers, WORKER_COLUMNS)
+        plot_cdf(result.iterations, tmp / "cdf.png", title=f"{sc.name}: iteration-time CDF")
+        plot_bars(result.summary, tmp / "bars.png", title=f"{sc.name}: mean and p99 iteration time")
+        write_meta(tmp, "sim", scenario=sc.name, seed=sc.seed, iterations=sc.iterations, n_workers=sc.n_workers,
+                   policy=sc.policy, schemes=list(result.schemes), gcsim_version=__version__)
+        for f in tmp.iterdir():
+            os.chmod(f, 0o644)
+        os.chmod(tmp, 0o755)
+        if out.exists():
+            out.rmdir()  # empty (checked above)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
