@@ -217,14 +217,20 @@ class Scheme:
         """Return the :class:`Decoding` of the arrived message ids, or None if not yet decodable.
 
         Args:
-            arrived: message ids in arrival order (duplicates ignored).
+            arrived: message ids in arrival order (duplicates ignored); a list, tuple or int array.
             iteration: iteration index (matters only for pipelined schemes).
+        Raises:
+            SchemeError: an id outside ``0 .. n_messages-1`` (checked once at least
+                ``min_arrivals`` ids are given; fewer return None at once, cheaply).
         """
-        arr = tuple(dict.fromkeys(int(a) for a in arrived))
+        if hasattr(arrived, "__len__") and len(arrived) < self.min_arrivals:
+            return None  # fast path: too few arrivals whatever they are (ids not validated here)
+        seq = arrived.tolist() if isinstance(arrived, np.ndarray) else [int(a) for a in arrived]
+        arr = tuple(dict.fromkeys(seq))
         n_msgs = len(self.messages(iteration))
-        for a in arr:
-            if not 0 <= a < n_msgs:
-                raise SchemeError.param(self.name, "arrived message id", f"0..{n_msgs - 1}", a)
+        if arr and (min(arr) < 0 or max(arr) >= n_msgs):
+            bad = next(a for a in arr if not 0 <= a < n_msgs)
+            raise SchemeError.param(self.name, "arrived message id", f"0..{n_msgs - 1}", bad)
         if len(arr) < self.min_arrivals:
             return None
         key = self._cache_key(arr, iteration)
