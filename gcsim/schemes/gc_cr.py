@@ -8,7 +8,7 @@ i.i.d. standard normal entries in its first n-1 columns and last column minus th
 s × s system ``H b_i = 0``. Any n-s rows of B then span ``null(H)``, which contains the all-ones
 vector, so any n-s arrivals decode (with probability 1 over H).
 Decode: least squares ``B_S^T a = 1`` in float64 with a residual check (``None`` if the residual
-exceeds the tolerance); ``Decoding.cond`` reports cond(B_S), heavy-tailed for random H.
+exceeds ``residual_tolerance`` = 1e-6); ``Decoding.cond`` reports cond(B_S), heavy-tailed for random H.
 Constraints: ``0 <= s < n``; ``m = 1``. :meth:`GcCr.from_matrix` builds the scheme from an explicit B
 (e.g. the paper's n=3, s=1 example, Fig. 1).
 """
