@@ -131,7 +131,7 @@ class EmpiricalSpec(_Spec):
     def _one_source(self, info: ValidationInfo):
         if (self.file is None) == (self.values is None):
             raise SpecFieldError("file", "exactly one of 'file' or 'values'",
-                                 MISSING if self.file is None else "both")
+                                 MISSING if self.file is None else _GivenRepr("both"))
         if self.values is not None:
             if len(self.values) == 0:
                 raise SpecFieldError("values", "a non-empty list of seconds", [])

@@ -1,0 +1,103 @@
+"""Simulated mean iteration time vs closed-form order-statistic expectations.
+
+Model used here: constant per-partition compute ``c``, one-way latency ``L`` for the model broadcast
+and for each upload (infinite bandwidth), constant master decode ``delta``, and an i.i.d. additive
+delay ``X_w`` per worker-iteration. Worker w's message arrives at ``L + d·c + X_w + L`` after the
+iteration starts (d = computation load), so the iteration time is ``2L + d·c + delta + Y`` where Y
+is the decodability order statistic of the delays:
+
+* uncoded (wait for all n):               Y = X_(n:n)
+* ignore-stragglers, gc-cr, pgc-* (any n-s arrivals decode; gc-cr: Tandon et al. 2017, Thm. 1):
+                                          Y = X_(n-s:n)
+* gc-fr (one arrival per group of s+1, Tandon et al. 2017, §3.1):
+                                          Y = max over n/(s+1) groups of the min within the group
+
+Exponential delays, rate lambda (Rényi's representation; David & Nagaraja, "Order Statistics",
+3rd ed. 2003, eq. (2.5.5)): E[X_(k:n)] = sum_{i=0}^{k-1} 1/(lambda (n-i)); the min of s+1 is
+Exp((s+1)·lambda), so E[gc-fr Y] = H_G / ((s+1) lambda) with G = n/(s+1) groups and H the harmonic
+number.
+
+Bimodal delays (D with probability p, else 0): Y = D·1[the needed arrivals include a straggler]:
+uncoded E = D(1-(1-p)^n); any-(n-s): E = D·P(Bin(n,p) > s); gc-fr: E = D(1-(1-p^{s+1})^G).
+"""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gcsim.scenario import validate_scenario
+from gcsim.sim.engine import simulate
+
+N, S = 6, 2
+C, L, DELTA = 0.01, 0.002, 0.003
+ITERS = 3000
+LOAD = {"uncoded": 1, "ignore-stragglers": 1, "pgc-cr": 1, "gc-fr": S + 1, "gc-cr": S + 1}
+
+
+def _scenario(delay: dict, seed: int = 11):
+    return validate_scenario({
+        "name": "analytic", "n_workers": N, "iterations": ITERS, "seed": seed,
+        "schemes": [{"name": "uncoded"}, {"name": "ignore-stragglers", "s": S}, {"name": "gc-fr", "s": S},
+                    {"name": "gc-cr", "s": S, "seed": 3}, {"name": "pgc-cr", "s": S}],
+        "workload": {"gradient_bytes": 1e6, "model_bytes": 1e6, "compute": {"dist": "constant", "value": C}},
+        "network": {"latency_s": L},
+        "stragglers": {"delay": delay},
+        "master": {"decode_s": {"dist": "constant", "value": DELTA}},
+    })
+
+
+def _check(result, expected_y: dict):
+    it = result.iterations
+    assert set(it["scheme"]) == set(expected_y)
+    for scheme, ey in expected_y.items():
+        d = it.loc[it["scheme"] == scheme, "duration_s"].to_numpy()
+        assert len(d) == ITERS
+        expected = 2 * L + LOAD[scheme] * C + DELTA + ey
+        se = d.std(ddof=1) / np.sqrt(len(d))
+        assert se > 0
+        assert abs(d.mean() - expected) < 4 * se, (scheme, d.mean(), expected, se)
+
+
+def test_exponential_delays_match_order_statistics():
+    scale = 0.05  # mean delay, 1/lambda
+    e_k = lambda k: scale * sum(1.0 / (N - i) for i in range(k))  # noqa: E731  E[X_(k:n)]
+    groups = N // (S + 1)
+    e_fr = scale / (S + 1) * sum(1.0 / j for j in range(1, groups + 1))
+    expected = {"uncoded": e_k(N), "ignore-stragglers": e_k(N - S), "gc-cr": e_k(N - S), "pgc-cr": e_k(N - S),
+                "gc-fr": e_fr}
+    # the three "any n-s" formulas differ from uncoded and gc-fr by far more than the tolerance
+    assert expected["uncoded"] - expected["gc-cr"] > 0.02 and expected["gc-cr"] - e_fr > 0.01
+    _check(simulate(_scenario({"dist": "expon", "scale": scale})), expected)
+
+
+def test_bimodal_delays_match_binomial_formulas():
+    p, D = 0.15, 0.5
+    groups = N // (S + 1)
+    expected = {
+        "uncoded": D * (1 - (1 - p) ** N),
+        "ignore-stragglers": D * stats.binom.sf(S, N, p),
+        "gc-cr": D * stats.binom.sf(S, N, p),
+        "pgc-cr": D * stats.binom.sf(S, N, p),
+        "gc-fr": D * (1 - (1 - p ** (S + 1)) ** groups),
+    }
+    _check(simulate(_scenario({"dist": "bimodal", "p": p, "delay": D})), expected)
+
+
+def test_common_random_numbers_pair_the_schemes_exactly():
+    # same delays for every scheme: gc-cr waits for exactly the same arrival as ignore-stragglers and
+    # only pays its two extra partitions – per iteration, not just on average.
+    r = simulate(_scenario({"dist": "expon", "scale": 0.05}), iterations=200)
+    it = r.iterations.set_index(["scheme", "iteration"])["duration_s"]
+    diff = it["gc-cr"].to_numpy() - it["ignore-stragglers"].to_numpy()
+    np.testing.assert_allclose(diff, S * C, rtol=0, atol=1e-12)
+    # and a subset run reproduces the same numbers
+    sub = simulate(_scenario({"dist": "expon", "scale": 0.05}), iterations=200, schemes=["gc-cr"])
+    np.testing.assert_array_equal(sub.iterations["duration_s"].to_numpy(), it["gc-cr"].to_numpy())
+
+
+@pytest.mark.parametrize("delay", [{"dist": "constant", "value": 0.0}])
+def test_no_stragglers_iteration_time_is_exact(delay):
+    r = simulate(_scenario(delay), iterations=5)
+    for scheme, load in LOAD.items():
+        d = r.iterations.loc[r.iterations["scheme"] == scheme, "duration_s"].to_numpy()
+        np.testing.assert_allclose(d, 2 * L + load * C + DELTA, rtol=1e-12)

@@ -1,0 +1,169 @@
+"""`gcsim simulate` end to end: outputs on disk, determinism, and every malformed-scenario case."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from gcsim.cli import main
+from gcsim.scenario import load_scenario
+from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS, read_meta
+
+SCENARIO = {
+    "name": "cli_case", "n_workers": 6, "iterations": 40, "seed": 3,
+    "schemes": [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}, {"name": "gc-cr", "s": 2}],
+    "workload": {"gradient_bytes": 1e6, "model_bytes": 1e6, "compute": {"dist": "constant", "value": 0.02}},
+    "network": {"latency_s": 0.001, "bandwidth_bytes_per_s": 1e9},
+    "stragglers": {"delay": {"dist": "pareto", "b": 2.5, "scale": 0.02}},
+}
+
+
+def _write(tmp_path, data, name="s.yaml"):
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_outputs_on_disk(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "gc-fr" in text and "speedup" in text and f"wrote {out}" in text
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["config.yaml", "summary.csv", "iterations.csv", "workers.csv", "cdf.png", "bars.png", "meta.json"])
+    assert read_meta(out)["executor"] == "sim"
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary.columns) == SUMMARY_COLUMNS and list(summary.scheme) == ["uncoded", "gc-fr", "gc-cr"]
+    its = pd.read_csv(out / "iterations.csv")
+    assert list(its.columns) == ITERATION_COLUMNS and len(its) == 3 * 40
+    workers = pd.read_csv(out / "workers.csv")
+    assert list(workers.columns) == WORKER_COLUMNS and len(workers) == 3 * 40 * 6
+    # the summary is computed from the iterations written next to it
+    g = its[its.scheme == "gc-fr"].duration_s
+    row = summary.set_index("scheme").loc["gc-fr"]
+    assert row.mean_s == pytest.approx(g.mean(), rel=1e-8) and row.p99_s == pytest.approx(np.quantile(g, 0.99), rel=1e-8)
+    assert summary.set_index("scheme").loc["uncoded", "speedup_vs_uncoded"] == 1.0
+    for png in ("cdf.png", "bars.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the resolved config loads back to the same scenario
+    assert load_scenario(out / "config.yaml") == load_scenario(_write(tmp_path, SCENARIO, "again.yaml"))
+
+
+def test_same_seed_byte_identical_and_other_seed_differs(tmp_path):
+    scen = str(_write(tmp_path, SCENARIO))
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    for d, seed in zip(dirs, ["3", "3", "4"]):
+        assert main(["simulate", scen, "--out", str(d), "--seed", seed, "--no-progress"]) == 0
+    for name in ("config.yaml", "summary.csv", "iterations.csv", "workers.csv", "cdf.png", "bars.png"):
+        assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes(), name
+    ma, mb = (json.loads((d / "meta.json").read_text()) for d in dirs[:2])
+    ma.pop("created_utc"), mb.pop("created_utc")
+    assert ma == mb
+    assert (dirs[0] / "iterations.csv").read_bytes() != (dirs[2] / "iterations.csv").read_bytes()
+    assert "seed: 4" in (dirs[2] / "config.yaml").read_text()
+
+
+def test_default_out_dir_and_options(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    scen = str(_write(tmp_path, SCENARIO))
+    assert main(["simulate", scen, "--iterations", "7", "--schemes", "gc-cr,uncoded"]) == 0
+    (run,) = list((tmp_path / "runs" / "sim").iterdir())
+    assert run.name.startswith("cli_case-") and run.name.endswith("Z")
+    its = pd.read_csv(run / "iterations.csv")
+    assert list(dict.fromkeys(its.scheme)) == ["uncoded", "gc-cr"] and its.iteration.max() == 6
+    assert "simulate" in capsys.readouterr().err  # the tqdm bar
+
+
+def _mutate(path_value):
+    def f(d):
+        *parents, key = path_value[0]
+        cur = d
+        for p in parents:
+            cur = cur[p]
+        if path_value[1] is _DELETE:
+            del cur[key]
+        else:
+            cur[key] = path_value[1]
+        return d
+    return f
+
+
+_DELETE = object()
+
+MALFORMED = {
+    "unknown key": ((("stragglers", "dealy"), {"dist": "expon", "scale": 1}), "stragglers.dealy: expected one of the keys"),
+    "wrong type": ((("n_workers",), "six"), "n_workers: expected a valid integer, got 'six'"),
+    "negative scale": ((("stragglers", "delay", "scale"), -0.5), "stragglers.delay.scale: expected a number > 0"),
+    "unknown distribution": ((("stragglers", "delay", "dist"), "paretto"),
+                             "stragglers.delay.dist: expected one of constant, shifted_expon"),
+    "refused scheme parameters": ((("schemes",), [{"name": "gc-fr", "s": 3}]),
+                                  "schemes.0.s: expected s+1 dividing n=6 (scheme gc-fr), got 3"),
+    "unknown scheme": ((("schemes",), [{"name": "gc-nope"}]), "schemes.0.name: expected one of uncoded"),
+    "empty scheme list": ((("schemes",), []), "schemes: expected at least 1 item(s), got []"),
+    "missing empirical file": ((("stragglers", "delay"), {"dist": "empirical", "file": "nowhere.csv"}),
+                               "stragglers.delay.file: expected an existing CSV file of measured seconds, got 'nowhere.csv'"),
+    "bad policy": ((("policy",), "drop"), "policy: expected 'cancel' or 'carry-over', got 'drop'"),
+    "missing field": ((("workload",), _DELETE), "workload: expected a value (required field), got missing"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_scenario_one_line_exit_2_no_output(case, tmp_path, monkeypatch, capsys):
+    import copy
+    monkeypatch.chdir(tmp_path)
+    mutation, message = MALFORMED[case]
+    scen = _write(tmp_path, _mutate(mutation)(copy.deepcopy(SCENARIO)))
+    for extra in ([], ["--out", str(tmp_path / "out")]):
+        assert main(["simulate", str(scen), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("gcsim: error: "), err
+        assert message in err, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]  # no runs/, no out/, no temp dir
+
+
+@pytest.mark.parametrize("content,message", [
+    ("name: [unclosed", "scenario: expected valid YAML"),
+    ("- just\n- a list\n", "scenario: expected a YAML mapping of scenario fields, got 'list'"),
+])
+def test_unparseable_scenario_file(content, message, tmp_path, capsys):
+    p = tmp_path / "bad.yaml"
+    p.write_text(content)
+    assert main(["simulate", str(p), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_options_exit_2(tmp_path, capsys):
+    scen = str(_write(tmp_path, SCENARIO))
+    assert main(["simulate", str(tmp_path / "missing.yaml")]) == 2
+    assert "scenario: expected an existing YAML file" in capsys.readouterr().err
+    assert main(["simulate", scen, "--schemes", "gc-mds", "--out", str(tmp_path / "o")]) == 2
+    assert "schemes: expected names from the scenario (uncoded, gc-fr, gc-cr), got 'gc-mds'" in capsys.readouterr().err
+    assert main(["simulate", scen, "--iterations", "0"]) == 2
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep")
+    assert main(["simulate", scen, "--out", str(tmp_path / "full")]) == 2
+    assert "--out: expected a directory that does not exist yet" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "s.yaml"]
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["x"]
+
+
+def test_empirical_delays_from_csv_on_disk(tmp_path):
+    # two workers, uncoded: the iteration waits for the larger of two delays resampled from {0.1, 0.3}:
+    # E[max] = 0.1·P(both 0.1) + 0.3·(1 - 1/4) = 0.25 s (plus 0.02 s compute).
+    (tmp_path / "traces").mkdir()
+    pd.DataFrame({"worker": [0, 1, 2, 3], "seconds": [0.1, 0.3, 0.1, 0.3]}).to_csv(tmp_path / "traces" / "d.csv", index=False)
+    data = dict(SCENARIO, n_workers=2, iterations=2000, schemes=[{"name": "uncoded"}],
+                network={"latency_s": 0.0}, workload={"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.02}},
+                stragglers={"delay": {"dist": "empirical", "file": "traces/d.csv", "column": "seconds"}})
+    out = tmp_path / "run"
+    assert main(["simulate", str(_write(tmp_path, data)), "--out", str(out), "--no-progress"]) == 0
+    w = pd.read_csv(out / "workers.csv")
+    assert set(np.round(w.delay_s, 12)) == {0.1, 0.3}
+    d = pd.read_csv(out / "iterations.csv").duration_s
+    assert abs(d.mean() - 0.27) < 4 * d.std(ddof=1) / np.sqrt(len(d))
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert cfg["stragglers"]["delay"]["file"] == str((tmp_path / "traces" / "d.csv").resolve())
