@@ -142,8 +142,9 @@ def plot_predicted_vs_measured(table: pd.DataFrame, path: str | Path, band: floa
 
 _SEGMENTS = (  # (name, color)
     ("waiting (dispatched, busy with earlier work)", "#cccccc"),
+    ("injected delay", "#dd8452"),
     ("compute", "#4c72b0"),
-    ("injected delay / other", "#dd8452"),
+    ("other (before send)", "#8172b3"),
     ("transfer to master", "#55a868"),
 )
 
@@ -155,6 +156,7 @@ def _draw_timeline(ax, workers: pd.DataFrame, iterations: pd.DataFrame, shown: S
         ax.set_title(f"{title}: no iterations {list(shown)}", fontsize=9)
         return
     t0 = float(its["start_s"].min())
+    it_end = its.set_index("iteration")["end_s"]
     for k, row in enumerate(its.itertuples(index=False)):
         ax.axvspan(row.start_s - t0, row.end_s - t0, color="#f2f2f2" if k % 2 else "#e6eef7", zorder=0)
         ax.text((row.start_s + row.end_s) / 2 - t0, -0.9, f"it {int(row.iteration)}", ha="center", fontsize=7)
@@ -163,8 +165,14 @@ def _draw_timeline(ax, workers: pd.DataFrame, iterations: pd.DataFrame, shown: S
     h = 0.7
     for w in wk.itertuples(index=False):
         y = float(w.worker) - h / 2
-        comp_end = w.compute_start_s + w.compute_s
-        spans = [(w.dispatch_s, w.compute_start_s), (w.compute_start_s, comp_end), (comp_end, w.send_s),
+        delay = w.delay_s if np.isfinite(w.delay_s) else 0.0
+        c0 = w.compute_start_s + delay
+        c1 = c0 + (w.compute_s if np.isfinite(w.compute_s) else 0.0)
+        if not np.isfinite(w.send_s):  # never sent (cancelled): stop drawing at the iteration's end
+            stop = float(it_end.get(w.iteration, np.nan))
+            c1 = min(c1, stop) if np.isfinite(stop) else c1
+            c0 = min(c0, c1)
+        spans = [(w.dispatch_s, w.compute_start_s), (w.compute_start_s, c0), (c0, c1), (c1, w.send_s),
                  (w.send_s, w.arrival_s)]
         alpha = 1.0 if str(w.status) == "arrived" and bool(w.used) else 0.45
         for (a, b), (_, color) in zip(spans, _SEGMENTS):
@@ -187,8 +195,9 @@ def plot_timeline(observed_workers: pd.DataFrame, observed_iterations: pd.DataFr
                   iterations: Sequence[int] | None = None, title: str = "") -> Path:
     """Per-worker Gantt timeline of a few observed iterations (top) and the simulated ones (bottom).
 
-    Each worker row shows, per iteration: waiting after dispatch (grey), compute (blue), injected delay
-    and any other gap before sending (orange), the transfer to the master (green); faded/hatched when
+    Each worker row shows, per iteration: waiting after dispatch (grey), the injected delay (orange),
+    compute (blue), any other gap before sending (purple), the transfer to the master (green) – the
+    order of :mod:`gcsim.sim.engine` (delay, then compute); faded/hatched when
     the message was late, cancelled or not used; a dot where a used message arrives (x: not used).
     Shaded columns are iterations (start_s..end_s); the red dashed line marks ``decodable_s``, the
     moment the arrived set first became decodable.

@@ -31,7 +31,7 @@ autocorrelated, which narrows the intervals somewhat (a block bootstrap would wi
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -304,6 +304,7 @@ class RankAgreement:
         pvalue: its p-value (meaningless for few schemes; reported, not judged).
         observed_order, predicted_order: scheme names, fastest first.
         same_order: ``observed_order == predicted_order``.
+        discordant: pairs ``(a, b)`` observed ``a`` faster than ``b`` but predicted slower.
     """
 
     tau: float
@@ -311,6 +312,7 @@ class RankAgreement:
     observed_order: list[str]
     predicted_order: list[str]
     same_order: bool
+    discordant: list[tuple[str, str]] = field(default_factory=list)
 
 
 def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping[str, float]) -> RankAgreement:
@@ -332,7 +334,10 @@ def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         res = stats.kendalltau([observed_means[k] for k in names], [predicted_means[k] for k in names])
-    return RankAgreement(float(res.statistic), float(res.pvalue), obs_order, pred_order, obs_order == pred_order)
+    discordant = [(a, b) for i, a in enumerate(obs_order) for b in obs_order[i + 1:]
+                  if observed_means[a] < observed_means[b] and predicted_means[a] > predicted_means[b]]
+    return RankAgreement(float(res.statistic), float(res.pvalue), obs_order, pred_order, obs_order == pred_order,
+                         discordant)
 
 
 def drop_warmup(iterations: pd.DataFrame, warmup: int, *, min_left: int = 2) -> pd.DataFrame:

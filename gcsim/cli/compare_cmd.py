@@ -1,0 +1,92 @@
+"""``gcsim compare [RUN_DIR ...]``: check simulated against observed iteration times."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("compare")
+@click.argument("run_dirs", nargs=-1, metavar="[RUN_DIR ...]")
+@click.option("--runs-root", default="runs/real", show_default=True, metavar="DIR",
+              help="Without RUN_DIR: take the newest complete run per scheme under DIR.")
+@click.option("--calibrate-from", "calibrate_from", default=None, metavar="RUN",
+              help="Calibrate compute/network/master from this run only and predict every compared run "
+                   "(same n required). Default: each run calibrates from itself.")
+@click.option("--replications", type=int, default=5, show_default=True,
+              help="Simulated replications per compared scheme.")
+@click.option("--warmup", type=int, default=None,
+              help="Iterations dropped at the start of every observed and simulated run "
+                   "[default: min(10, iterations // 5)].")
+@click.option("--mean-band", type=float, default=0.05, show_default=True,
+              help="Allowed relative error of the mean (0.05 = ±5%).")
+@click.option("--p95-band", type=float, default=0.10, show_default=True,
+              help="Allowed relative error of the 95th percentile.")
+@click.option("--mode", type=click.Choice(["scenario", "paired"]), default="scenario", show_default=True,
+              help="scenario: fresh straggler draws per replication; paired: replay the run's own draws "
+                   "(same seed) and bootstrap paired on iterations.")
+@click.option("--bootstrap", "n_resamples", type=int, default=2000, show_default=True,
+              help="Bootstrap resamples per confidence interval.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of replications and bootstraps.")
+@click.option("--out", "out_dir", default=None, metavar="DIR",
+              help="Output directory (default runs/compare/<UTC timestamp>/).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
+def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, n_resamples, seed,
+            out_dir, progress):
+    """Simulate each measured run and report how well prediction matches reality.
+
+    \b
+    For each run (default: the newest real run per scheme under --runs-root) it builds the matching
+    scenario (same n, scheme, s, m, stragglers, policy, iterations), calibrates what the scenario
+    does not say (per-partition compute, transfer time vs payload, master overhead) from the run's
+    trace, simulates it --replications times and compares iteration times after the warm-up: mean,
+    p50, p95, p99 relative errors with bootstrap 95% CIs, Wasserstein-1 / mean, KS, and whether the
+    schemes are ranked in the observed order (Kendall tau).
+
+    \b
+    Verdict per run: PASS when the CIs of the mean and p95 errors lie inside the bands, WARN when
+    only the point estimates do, FAIL otherwise. Prints the table and writes validation.csv,
+    calibration.json, cdf.png, qq.png, predicted_vs_measured.png, timeline_<scheme>.png, report.md.
+    Exit status: 0 all pass or warn, 1 some fail, 2 bad input (one line on stderr).
+    """
+    from gcsim.compare.output import check_out_dir, default_out_dir, write_compare_outputs
+    from gcsim.compare.pipeline import CompareOptions, compare_runs
+    from gcsim.compare.report import verdict_table
+    from gcsim.compare.rundir import newest_runs, read_run_dir
+    from gcsim.compare.verdict import Bands
+
+    options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
+                             mode=mode, n_resamples=n_resamples, seed=seed)
+    out = check_out_dir(out_dir) if out_dir is not None else None
+    if run_dirs:
+        runs = [read_run_dir(p) for p in run_dirs]
+        targets = [(r, r.schemes) for r in runs]
+    else:
+        skipped: list[str] = []
+        found = newest_runs(runs_root, skipped=skipped)
+        for line in skipped:
+            click.echo(f"gcsim compare: skipped {line}", err=True)
+        targets = [(read_run_dir(f.path), list(f.schemes)) for f in found]
+    source = read_run_dir(calibrate_from) if calibrate_from is not None else None
+    if progress is None:
+        progress = sys.stderr.isatty()
+    result = compare_runs(targets, calibrate_from=source, options=options, progress=progress)
+    out = out if out is not None else default_out_dir()
+    argv = "gcsim compare " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else "gcsim compare"
+    files = write_compare_outputs(result, out, command=argv)
+
+    table = result.table()
+    src = f"calibrated from {source.label}" if source is not None else "each run calibrated from itself"
+    click.echo(f"{len(table)} scheme(s) compared, {options.mode} mode, {options.replications} replication(s), "
+               f"{src}")
+    click.echo(verdict_table(table))
+    if result.ranking is not None:
+        rk = result.ranking
+        click.echo(f"ranking (fastest first): observed {' < '.join(rk.observed_order)}; predicted "
+                   f"{' < '.join(rk.predicted_order)}; Kendall tau {rk.tau:+.2f}"
+                   + ("" if rk.same_order else "  ORDER DIFFERS"))
+    click.echo(f"wrote {Path(files['report.md']).parent}")
+    return 1 if (table["verdict"] == "fail").any() else 0

@@ -1,0 +1,466 @@
+"""Build the simulation that matches a measured run: copy what the run specified, calibrate the rest.
+
+Copied from the run's ``config.yaml`` (never calibrated): ``n_workers``, the scheme with its ``s``,
+``m`` and ``seed``, the straggler specification (``stragglers``), ``policy``, ``cancel_latency_s``,
+``iterations``, ``seed`` and the message sizes (``workload.gradient_bytes``, ``workload.model_bytes``).
+
+Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after a warm-up):
+
+* **per-partition compute time** (``workload.compute``): empirical distribution of
+  ``compute_s / n_partitions / slowdown`` (the injected slowdown is divided out, since the scenario
+  re-applies it). Workers cancelled before they sent have a *right-censored* compute time (the true
+  time is at least what was recorded); with any censored rows the distribution is the Kaplan–Meier
+  estimate (Kaplan & Meier, JASA 1958; ``scipy.stats.ecdf`` on ``scipy.stats.CensoredData``),
+  represented by its quantiles at ``(k + 0.5)/K``. For schemes with ``d > 1`` partitions per worker
+  only the per-worker mean of ``d`` draws is observed; its deviations from the mean are scaled by
+  ``sqrt(d)`` (:func:`match_partition_spread`) so the simulated sum of ``d`` draws keeps the observed
+  mean and variance.
+* **message transfer time** (``network``): the scenario's model is that every message costs
+  ``latency_s + bytes / bandwidth_bytes_per_s`` (Hockney, Parallel Computing 20:389, 1994), both the
+  gradient messages (``arrival_s - send_s`` for ``gradient_bytes × communication_load``) and the
+  model broadcast (the dispatch lag ``dispatch_s - start_s`` for ``model_bytes``; its per-iteration
+  median, one point per worker, robust to workers that start late). One least-squares line is fitted
+  through both; with exactly two payload sizes it passes through both means, with one size it keeps
+  their sum. With one size the split is not identifiable: payloads ≥ 1 MiB are attributed to
+  bandwidth (``latency_s = 0``), smaller ones to latency (``bandwidth = inf``); a note says so.
+* **master per-iteration overhead** (``master.decode_s``): empirical ``end_s - decodable_s``
+  (decode, optimizer step, bookkeeping).
+
+Injected delays are *not* calibrated: scenario mode draws them from the run's straggler spec with
+fresh seeds; paired (trace-driven) mode keeps the run's seed, so the keyed straggler streams of
+:mod:`gcsim.stragglers` reproduce the very delays the real executor injected, and only the
+calibrated compute/master draws vary between replications.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from gcsim.compare.rundir import RunDir
+from gcsim.errors import ConfigError, RunDirError
+
+#: quantile points used to represent a Kaplan–Meier (censored) compute distribution.
+KM_POINTS = 2000
+#: payload size above which a single-size transfer fit is attributed to bandwidth.
+BANDWIDTH_THRESHOLD_BYTES = 1 << 20
+_COMPLETED = {"arrived", "late"}
+
+
+@dataclass(frozen=True)
+class TransferFit:
+    """``transfer_s = latency_s + payload_bytes / bandwidth_bytes_per_s`` (Hockney model).
+
+    Attributes:
+        latency_s: intercept, seconds (>= 0).
+        bandwidth_bytes_per_s: 1/slope, bytes per second (``inf`` when the slope is 0 / not identified).
+        n_messages: arrived messages used.
+        payload_sizes_bytes: the distinct payload sizes seen.
+        mean_transfer_s, p95_transfer_s: of the measured transfers (for the report).
+        identified: True when >= 2 payload sizes allowed fitting both terms.
+    """
+
+    latency_s: float
+    bandwidth_bytes_per_s: float
+    n_messages: int
+    payload_sizes_bytes: tuple[float, ...]
+    mean_transfer_s: float
+    p95_transfer_s: float
+    identified: bool
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What was calibrated from measured run(s) (see the module docstring).
+
+    Attributes:
+        source: labels of the runs calibrated from.
+        n_workers: their ``n`` (every target must have the same).
+        compute_values_s: ``(K,)`` per-partition compute seconds before slowdown, resampled uniformly.
+        n_compute_rows, n_censored: worker rows used / of which right-censored.
+        transfer: :class:`TransferFit` (gradient messages and model broadcasts).
+        master_values_s: ``(I,)`` per-iteration ``end_s - decodable_s`` seconds.
+        dispatch_lag_s: median ``dispatch_s - start_s`` over workers and iterations (seconds).
+        notes: human-readable caveats (e.g. unidentified bandwidth).
+    """
+
+    source: tuple[str, ...]
+    n_workers: int
+    compute_values_s: np.ndarray
+    n_compute_rows: int
+    n_censored: int
+    transfer: TransferFit
+    master_values_s: np.ndarray
+    dispatch_lag_s: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def compute_spec(self, permutation_seed: int | None = None) -> dict:
+        """``{dist: empirical, values: [...]}`` of the per-partition compute seconds. With
+        ``permutation_seed`` the values are shuffled: the empirical sampler maps uniforms to values by
+        index, so a shuffle gives fresh compute draws from the same uniforms (paired replications)."""
+        return {"dist": "empirical", "values": _shuffled(self.compute_values_s, permutation_seed)}
+
+    def master_spec(self, permutation_seed: int | None = None) -> dict:
+        """``{dist: empirical, values: [...]}`` of the master's per-iteration overhead seconds."""
+        return {"dist": "empirical", "values": _shuffled(self.master_values_s, permutation_seed)}
+
+    def network_spec(self) -> dict:
+        """``{latency_s, bandwidth_bytes_per_s}`` for the scenario's ``network``."""
+        return {"latency_s": self.transfer.latency_s, "bandwidth_bytes_per_s": self.transfer.bandwidth_bytes_per_s}
+
+    def describe(self) -> dict:
+        """Flat summary for the report / ``calibration.json`` (seconds, bytes)."""
+        c, m = self.compute_values_s, self.master_values_s
+        return {
+            "source": list(self.source), "n_workers": self.n_workers,
+            "compute_per_partition_mean_s": float(c.mean()), "compute_per_partition_p95_s": float(np.quantile(c, 0.95)),
+            "compute_rows": self.n_compute_rows, "compute_censored_rows": self.n_censored,
+            "latency_s": self.transfer.latency_s, "bandwidth_bytes_per_s": self.transfer.bandwidth_bytes_per_s,
+            "transfer_messages": self.transfer.n_messages,
+            "transfer_payload_sizes_bytes": list(self.transfer.payload_sizes_bytes),
+            "transfer_mean_s": self.transfer.mean_transfer_s, "transfer_p95_s": self.transfer.p95_transfer_s,
+            "master_overhead_mean_s": float(m.mean()), "master_overhead_p95_s": float(np.quantile(m, 0.95)),
+            "dispatch_lag_median_s": self.dispatch_lag_s, "notes": list(self.notes),
+        }
+
+
+def _shuffled(values: np.ndarray, seed: int | None) -> list[float]:
+    v = np.asarray(values, dtype=np.float64)
+    if seed is not None:
+        v = np.random.default_rng(seed).permutation(v)
+    return [float(x) for x in v]
+
+
+# ============================================================================ run facts
+def message_bytes(run: RunDir) -> tuple[float, float]:
+    """``(gradient_bytes, model_bytes)`` of a run: ``config.yaml`` ``workload.*`` (else top-level or
+    meta.json keys of the same names). Raises RunDirError naming config.yaml when gradient_bytes is absent."""
+    wl = run.config.get("workload") if isinstance(run.config.get("workload"), dict) else {}
+    def pick(key):
+        for src in (wl, run.config, run.meta):
+            v = src.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0:
+                return float(v)
+        return None
+    g = pick("gradient_bytes")
+    if g is None:
+        raise RunDirError(f"{run.path / 'config.yaml'}: workload.gradient_bytes: expected the gradient message size "
+                          f"in bytes, got {wl.get('gradient_bytes', 'missing')!r}")
+    mb = pick("model_bytes")
+    return g, (g if mb is None else mb)
+
+
+def scheme_spec(run: RunDir, scheme: str) -> dict:
+    """``{name, s, m, seed}`` of ``scheme`` in a run: the matching ``config.yaml`` ``schemes`` entry
+    (by label or name; a real run's single ``scheme`` entry also works), else summary.csv's s and m."""
+    entries = run.config.get("schemes")
+    if entries is None and run.config.get("scheme") is not None:
+        entries = [run.config["scheme"]]
+    for e in entries or []:
+        if isinstance(e, str):
+            e = {"name": e}
+        if isinstance(e, dict) and scheme in (e.get("label"), e.get("name")):
+            out = {"name": str(e.get("name", scheme)), "s": int(e.get("s", 0)), "m": int(e.get("m", 1)),
+                   "seed": int(e.get("seed", 0))}
+            if e.get("label") and e.get("label") != out["name"]:
+                out["label"] = str(e["label"])
+            return out
+    row = run.scheme_row(scheme)
+    return {"name": scheme, "s": int(row["s"]), "m": int(row["m"]), "seed": 0}
+
+
+# ============================================================================ calibration pieces
+def _warm(run: RunDir, scheme: str, warmup: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    its = run.iterations_of(scheme)
+    keep = its["iteration"].to_numpy()[warmup:] if warmup < len(its) else its["iteration"].to_numpy()[-1:]
+    wk = run.workers_of(scheme)
+    return its[its["iteration"].isin(keep)], wk[wk["iteration"].isin(keep)]
+
+
+def per_partition_compute(workers: pd.DataFrame, iterations: pd.DataFrame | None = None,
+                          cancel_latency_s: float = 0.0) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per-partition compute seconds before slowdown, with right-censoring of cancelled workers.
+
+    A worker that sent its message(s) (``send_s`` finite, or status ``arrived``/``late``) finished its
+    compute: ``compute_s / n_partitions / slowdown``. A worker that never sent was cancelled mid-way:
+    it computed at least ``min(compute_s, decodable_s + cancel_latency_s - compute_start_s - delay_s)``
+    seconds (the engine's order is delay, then compute), a right-censored observation; rows with no
+    compute before the cancel carry no information and are dropped.
+
+    Args:
+        workers: workers.csv rows (seconds).
+        iterations: iterations.csv rows (for ``decodable_s`` of cancelled rows; without it cancelled
+            rows are censored at their recorded ``compute_s``).
+        cancel_latency_s: seconds from decodable to the cancel reaching a worker.
+    Returns:
+        ``{d: (complete_s, censored_s)}``: per partition count ``d``, the per-partition mean seconds
+        ``compute_s / d / slowdown`` of finished and of cancelled workers (see
+        :func:`compute_distribution` and :func:`match_partition_spread`).
+    """
+    w = workers
+    num = lambda col: pd.to_numeric(w[col], errors="coerce").to_numpy(float)
+    c, d, send = num("compute_s"), num("n_partitions"), num("send_s")
+    sl = pd.to_numeric(w["slowdown"], errors="coerce").fillna(1.0).to_numpy(float)
+    sl = np.where(sl > 0, sl, 1.0)
+    status = w["status"].astype(str).to_numpy()
+    scale = np.where(d > 0, d, 1.0) * sl
+    complete = np.isfinite(c) & (c > 0) & (d > 0) & (np.isin(status, list(_COMPLETED)) | np.isfinite(send))
+    u = c[complete] / scale[complete]
+    never_sent = (d > 0) & ~complete
+    if iterations is not None and never_sent.any():
+        dec = iterations.set_index("iteration")["decodable_s"].astype(float)
+        cut = (dec.reindex(w["iteration"]).to_numpy(float) + cancel_latency_s - num("compute_start_s")
+               - np.nan_to_num(num("delay_s")))
+        spent = np.where(np.isfinite(c), np.minimum(c, cut), cut)
+    else:
+        spent = c
+    cens = never_sent & np.isfinite(spent) & (spent > 0)
+    r = spent / scale
+    out = {}
+    for dv in np.unique(d[complete | cens]).astype(int):
+        out[int(dv)] = (c[complete & (d == dv)] / scale[complete & (d == dv)], r[cens & (d == dv)])
+    return out
+
+
+def match_partition_spread(values_s: np.ndarray, d: int) -> np.ndarray:
+    """Per-partition draws from per-worker means of ``d`` partitions, with the spread restored.
+
+    A worker computing ``d`` partitions reveals only the mean ``S/d`` of its ``d`` draws, whose
+    variance is ``σ²/d`` (Bienaymé); resampling those means as single-partition draws would shrink
+    the simulated spread (and the tail) by ``sqrt(d)``. Returns ``μ + sqrt(d)·(v − μ)`` (``μ`` the mean
+    of ``values_s``), clipped at 0: same mean, per-partition variance ``σ²``, so the simulated sum of
+    ``d`` draws has the observed mean and variance (its skewness is ``1/sqrt(d)`` of the observed).
+
+    Args:
+        values_s: ``(k,)`` per-partition means, seconds. d: partitions per worker, ``>= 1``.
+    """
+    v = np.asarray(values_s, float)
+    if d <= 1 or v.size == 0:
+        return v
+    mu = float(v.mean())
+    return np.maximum(mu + np.sqrt(d) * (v - mu), 0.0)
+
+
+def compute_distribution(complete_s: np.ndarray, censored_s: np.ndarray) -> np.ndarray:
+    """Equal-weight values representing the compute distribution.
+
+    Args:
+        complete_s: ``(a,)`` observed per-partition seconds; censored_s: ``(b,)`` right-censored ones.
+    Returns:
+        ``complete_s`` itself when ``b == 0``, else the Kaplan–Meier quantiles at ``(k + 0.5)/KM_POINTS``
+        (mass beyond the last event is put at the largest recorded time, a lower bound).
+    Raises:
+        ValueError: ``a == 0`` (no worker finished its compute).
+    Source: Kaplan & Meier, JASA 53:457, 1958, via ``scipy.stats.ecdf(scipy.stats.CensoredData(...))``.
+    """
+    u, r = np.asarray(complete_s, float), np.asarray(censored_s, float)
+    if u.size == 0:
+        raise ValueError("no worker finished its compute")
+    if r.size == 0:
+        return u
+    res = stats.ecdf(stats.CensoredData(uncensored=u, right=r))
+    q, p = res.cdf.quantiles, res.cdf.probabilities
+    levels = (np.arange(KM_POINTS) + 0.5) / KM_POINTS
+    idx = np.searchsorted(p, levels - 1e-12, side="left")
+    top = float(max(u.max(), r.max()))
+    return np.where(idx < q.size, q[np.minimum(idx, q.size - 1)], top)
+
+
+def fit_transfer(payload_bytes: np.ndarray, transfer_s: np.ndarray) -> tuple[TransferFit, list[str]]:
+    """Fit ``transfer_s = latency_s + payload_bytes / bandwidth`` by least squares (see module docstring).
+
+    Args:
+        payload_bytes, transfer_s: ``(k,)`` per arrived message.
+    Returns:
+        ``(fit, notes)``.
+    Raises:
+        ValueError: no message.
+    """
+    b = np.asarray(payload_bytes, float)
+    t = np.maximum(np.asarray(transfer_s, float), 0.0)
+    if t.size == 0:
+        raise ValueError("no arrived message")
+    sizes = tuple(sorted(float(s) for s in np.unique(b)))
+    notes = []
+    if len(sizes) >= 2:
+        res = stats.linregress(b, t)
+        slope, icpt = float(res.slope), float(res.intercept)
+        if slope <= 0:
+            latency, bw = float(t.mean()), float("inf")
+            notes.append("transfer time does not grow with payload: modelled as latency only")
+        elif icpt < 0:
+            slope = float((b @ t) / (b @ b))  # through the origin
+            latency, bw = 0.0, 1.0 / slope
+        else:
+            latency, bw = icpt, 1.0 / slope
+        identified = True
+    else:
+        size = sizes[0]
+        if size >= BANDWIDTH_THRESHOLD_BYTES and t.mean() > 0:
+            latency, bw = 0.0, size / float(t.mean())
+            notes.append(f"one payload size ({size:.0f} B): transfer attributed to bandwidth (latency_s = 0)")
+        else:
+            latency, bw = float(t.mean()), float("inf")
+            notes.append(f"one payload size ({size:.0f} B): transfer attributed to latency (bandwidth = inf)")
+        identified = False
+    fit = TransferFit(latency_s=latency, bandwidth_bytes_per_s=bw, n_messages=int(t.size), payload_sizes_bytes=sizes,
+                      mean_transfer_s=float(t.mean()), p95_transfer_s=float(np.quantile(t, 0.95)), identified=identified)
+    return fit, notes
+
+
+def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[str]] | None = None,
+              warmup: int = 0) -> Calibration:
+    """Calibrate compute, transfer and master overhead from measured run(s).
+
+    Args:
+        runs: one run or several with the same ``n`` (their samples are pooled).
+        schemes: run label -> schemes to use (default: every scheme of each run).
+        warmup: iterations dropped at the start of every scheme.
+    Returns:
+        :class:`Calibration`.
+    Raises:
+        RunDirError: no usable compute / arrival / iteration data (names the file), no gradient size.
+        ConfigError: runs with different ``n`` (field ``n``).
+    """
+    runs = [runs] if isinstance(runs, RunDir) else list(runs)
+    n = runs[0].n_workers
+    for r in runs[1:]:
+        require_same_n(runs[0], r)
+    groups: dict[int, tuple[list, list]] = {}
+    pay, tr, master, lags, disp_pay, disp = [], [], [], [], [], []
+    for run in runs:
+        g_bytes, m_bytes = message_bytes(run)
+        cancel_latency = float(run.config.get("cancel_latency_s") or 0.0)
+        for sch in (schemes or {}).get(run.label, run.schemes):
+            its, wk = _warm(run, sch, warmup)
+            for dv, (u, r) in per_partition_compute(wk, its, cancel_latency).items():
+                groups.setdefault(dv, ([], []))[0].append(u)
+                groups[dv][1].append(r)
+            frac = float(run.scheme_row(sch).get("communication_load", 1.0) or 1.0)
+            send = pd.to_numeric(wk["send_s"], errors="coerce").to_numpy(float)
+            arr = pd.to_numeric(wk["arrival_s"], errors="coerce").to_numpy(float)
+            ok = np.isfinite(send) & np.isfinite(arr)
+            tr.append(arr[ok] - send[ok])
+            pay.append(np.full(int(ok.sum()), g_bytes * frac))
+            dec = pd.to_numeric(its["decodable_s"], errors="coerce").to_numpy(float)
+            end = its["end_s"].to_numpy(float)
+            good = np.isfinite(dec)
+            master.append(np.maximum(end[good] - dec[good], 0.0))
+            st = its.set_index("iteration")["start_s"]
+            lag = pd.to_numeric(wk["dispatch_s"], errors="coerce").to_numpy(float) - st.reindex(wk["iteration"]).to_numpy(float)
+            lag_it = pd.Series(lag).groupby(wk["iteration"].to_numpy()).median().dropna()
+            lags.append(lag[np.isfinite(lag)])
+            # the model broadcast is a message of model_bytes: one point per worker of each iteration
+            per_it = np.repeat(np.maximum(lag_it.to_numpy(float), 0.0), run.n_workers)
+            disp.append(per_it)
+            disp_pay.append(np.full(per_it.size, m_bytes))
+    where = runs[0].path
+    notes: list[str] = []
+    parts, n_rows, n_cens = {}, 0, 0
+    for dv, (us, rs) in sorted(groups.items()):
+        u, r = np.concatenate(us), np.concatenate(rs)
+        if u.size == 0:
+            continue
+        parts[dv] = (match_partition_spread(compute_distribution(u, r), dv), int(u.size + r.size))
+        n_rows, n_cens = n_rows + int(u.size + r.size), n_cens + int(r.size)
+    if not parts:
+        raise RunDirError(f"{where / 'workers.csv'}: compute_s: expected finished workers with compute_s > 0, "
+                          f"got none")
+    if len(parts) == 1:
+        compute = next(iter(parts.values()))[0]
+    else:  # pool partition counts, each weighted by its number of worker rows
+        compute = np.concatenate([np.quantile(v, (np.arange(k) + 0.5) / k) for v, k in parts.values()])
+    if any(dv > 1 for dv in parts):
+        notes.append("workers computing d > 1 partitions: per-partition spread restored by sqrt(d) "
+                     "(mean and variance matched)")
+    try:
+        transfer, fit_notes = fit_transfer(np.concatenate(pay + disp_pay), np.concatenate(tr + disp))
+        notes += fit_notes
+    except ValueError:
+        raise RunDirError(f"{where / 'workers.csv'}: arrival_s: expected arrived messages with send_s and arrival_s, "
+                          f"got none") from None
+    if not np.concatenate(tr).size:
+        raise RunDirError(f"{where / 'workers.csv'}: arrival_s: expected arrived messages with send_s and arrival_s, "
+                          f"got none")
+    m = np.concatenate(master)
+    if m.size == 0:
+        raise RunDirError(f"{where / 'iterations.csv'}: decodable_s: expected finite instants, got none")
+    lag_all = np.concatenate(lags)
+    if n_cens:
+        notes.append(f"{n_cens} of {n_rows} compute times right-censored (cancelled): Kaplan–Meier estimate")
+    return Calibration(source=tuple(r.label for r in runs), n_workers=n, compute_values_s=np.asarray(compute, float),
+                       n_compute_rows=n_rows, n_censored=n_cens, transfer=transfer, master_values_s=m,
+                       dispatch_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes))
+
+
+def require_same_n(source: RunDir, target: RunDir) -> None:
+    """Refuse to predict ``target`` from a calibration on ``source`` with another worker count.
+
+    Raises:
+        ConfigError: field ``n``, e.g. ``n: expected 8 (as in calibration run uncoded-…), got 4 (run gc-fr-…)``.
+    """
+    if source.n_workers != target.n_workers:
+        raise ConfigError("n", f"{source.n_workers} (as in calibration run {source.label})",
+                          message=f"n: expected {source.n_workers} (as in calibration run {source.label}), "
+                                  f"got {target.n_workers} (run {target.label})")
+
+
+# ============================================================================ scenario
+_COPIED = ("n_workers", "iterations", "seed", "stragglers", "policy", "cancel_latency_s")
+
+
+def scenario_data(run: RunDir, scheme: str, calibration: Calibration, *, seed: int | None = None,
+                  permutation_seed: int | None = None) -> dict:
+    """Raw scenario mapping for simulating ``scheme`` as it ran in ``run`` (see module docstring).
+
+    Args:
+        run: the measured run (its config supplies the copied fields).
+        scheme: scheme label in the run.
+        calibration: from :func:`calibrate` (this run or another with the same n).
+        seed: scenario seed (default: the run's own, which reproduces its straggler draws).
+        permutation_seed: shuffle the empirical compute/master values (paired replications).
+    Returns:
+        dict for :func:`gcsim.scenario.validate_scenario`.
+    """
+    cfg = run.config
+    data = {k: cfg[k] for k in _COPIED if k in cfg and cfg[k] is not None}
+    data.setdefault("n_workers", run.n_workers)
+    data.setdefault("iterations", int(run.iterations_of(scheme)["iteration"].nunique()))
+    if seed is not None:
+        data["seed"] = int(seed)
+    g_bytes, m_bytes = message_bytes(run)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{run.label}-{scheme}").lstrip("-_.") or "compare"
+    data.update(
+        name=name,
+        schemes=[scheme_spec(run, scheme)],
+        workload={"gradient_bytes": g_bytes, "model_bytes": m_bytes,
+                  "compute": calibration.compute_spec(permutation_seed)},
+        network=calibration.network_spec(),
+        master={"decode_s": calibration.master_spec(permutation_seed)},
+    )
+    return data
+
+
+def build_scenario(run: RunDir, scheme: str, calibration: Calibration, **kw):
+    """:func:`scenario_data` validated into a :class:`gcsim.scenario.Scenario`.
+
+    Raises:
+        RunDirError: the run's config.yaml holds a value the scenario refuses (names the file and field).
+    """
+    from gcsim.scenario import validate_scenario
+
+    data = scenario_data(run, scheme, calibration, **kw)
+    try:
+        return validate_scenario(data)
+    except ConfigError as e:
+        raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
+
+
+__all__ = ["Calibration", "TransferFit", "build_scenario", "calibrate", "compute_distribution", "fit_transfer",
+           "message_bytes",
+           "match_partition_spread", "per_partition_compute", "require_same_n", "scenario_data", "scheme_spec"]

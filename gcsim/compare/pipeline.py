@@ -1,0 +1,258 @@
+"""The comparison itself: for each measured (run, scheme), build the matching calibrated scenario,
+simulate it ``R`` times, compare the iteration times after the warm-up, judge, and rank schemes.
+
+Two modes:
+
+* ``scenario`` (default): each replication draws its own straggler delays from the run's straggler
+  spec (seeds derived from ``options.seed`` and the replication index) – the prediction a user gets
+  before measuring anything but compute/network/master;
+* ``paired`` (trace-driven): every replication keeps the run's own seed, so the keyed straggler
+  streams (:mod:`gcsim.stragglers`) reproduce the recorded delays per (worker, iteration); only the
+  calibrated compute/master draws change (shuffled empirical values). The bootstrap is then paired
+  on iterations (:func:`gcsim.compare.stats.relative_error`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from gcsim.compare.calibrate import Calibration, build_scenario, calibrate, require_same_n
+from gcsim.compare.rundir import RunDir
+from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
+from gcsim.compare.verdict import Bands, Verdict, judge
+from gcsim.errors import ConfigError
+
+MODES = ("scenario", "paired")
+#: default warm-up: min(DEFAULT_WARMUP, iterations // 5) iterations per scheme.
+DEFAULT_WARMUP = 10
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """Settings of a comparison.
+
+    Attributes:
+        replications: simulated replications per (run, scheme), ``>= 1``.
+        warmup: iterations dropped at the start of every observed and simulated sequence; None =
+            ``min(10, iterations // 5)`` per run.
+        bands: :class:`~gcsim.compare.verdict.Bands`.
+        mode: ``"scenario"`` or ``"paired"`` (module docstring).
+        n_resamples: bootstrap resamples.
+        seed: seeds the replications (scenario mode) and the bootstraps.
+        confidence: confidence level of every interval.
+    Raises:
+        ConfigError: naming the CLI option.
+    """
+
+    replications: int = 5
+    warmup: int | None = None
+    bands: Bands = field(default_factory=Bands)
+    mode: Literal["scenario", "paired"] = "scenario"
+    n_resamples: int = 2000
+    seed: int = 0
+    confidence: float = 0.95
+
+    def __post_init__(self):
+        if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
+            raise ConfigError("--replications", "an integer >= 1", self.replications)
+        if self.warmup is not None and (not isinstance(self.warmup, int) or self.warmup < 0):
+            raise ConfigError("--warmup", "an integer >= 0", self.warmup)
+        if self.mode not in MODES:
+            raise ConfigError("--mode", f"one of {', '.join(MODES)}", self.mode)
+        if not isinstance(self.n_resamples, int) or self.n_resamples < 100:
+            raise ConfigError("--bootstrap", "an integer >= 100", self.n_resamples)
+        if not 0 < self.confidence < 1:
+            raise ConfigError("--confidence", "a number in (0, 1)", self.confidence)
+
+
+@dataclass
+class SchemeComparison:
+    """One compared (run, scheme).
+
+    Attributes:
+        run: the measured run; scheme: its scheme label; label: unique name in tables.
+        warmup: iterations dropped; calibration: what the simulation was calibrated with.
+        observed_iterations, observed_workers: the run's rows of this scheme (all iterations).
+        simulated_iterations: every replication's iterations.csv rows plus a ``replication`` column.
+        simulated_workers: replication 0's workers.csv rows (for the timeline).
+        comparison: statistics after warm-up; verdict: pass / warn / fail.
+    """
+
+    run: RunDir
+    scheme: str
+    label: str
+    warmup: int
+    calibration: Calibration
+    observed_iterations: pd.DataFrame
+    observed_workers: pd.DataFrame
+    simulated_iterations: pd.DataFrame
+    simulated_workers: pd.DataFrame
+    comparison: SampleComparison
+    verdict: Verdict
+    mode: str
+
+    def observed_sample(self) -> np.ndarray:
+        """Observed iteration times after warm-up, seconds ``(N,)``."""
+        return drop_warmup(self.observed_iterations, self.warmup)["duration_s"].to_numpy(float)
+
+    def simulated_sample(self) -> np.ndarray:
+        """Simulated iteration times after warm-up, all replications pooled, seconds ``(R·N,)``."""
+        return drop_warmup(self.simulated_iterations, self.warmup)["duration_s"].to_numpy(float)
+
+    def row(self) -> dict:
+        """One ``validation.csv`` row."""
+        info = self.run.scheme_row(self.scheme)
+        out = {"label": self.label, "run": self.run.label, "run_dir": str(self.run.path), "scheme": self.scheme,
+               "executor": self.run.executor, "n": self.run.n_workers, "s": int(info["s"]), "m": int(info["m"]),
+               "mode": self.mode, "calibrated_from": "+".join(self.calibration.source),
+               "replications": int(self.simulated_iterations["replication"].nunique()), "warmup": self.warmup}
+        out.update(self.comparison.as_row())
+        out.update(verdict=self.verdict.verdict, reason=self.verdict.reason)
+        return out
+
+
+@dataclass
+class CompareResult:
+    """All comparisons of one ``gcsim compare`` call.
+
+    Attributes:
+        items: one :class:`SchemeComparison` per compared (run, scheme).
+        ranking: Kendall-tau agreement of the scheme order (None with fewer than 2 items).
+        calibrations: calibration per source (labels joined by ``+``).
+        options: the :class:`CompareOptions` used.
+    """
+
+    items: list[SchemeComparison]
+    ranking: RankAgreement | None
+    calibrations: dict[str, Calibration]
+    options: CompareOptions
+
+    def table(self) -> pd.DataFrame:
+        """The ``validation.csv`` table (one row per item)."""
+        return pd.DataFrame([it.row() for it in self.items])
+
+
+def _default_simulate():
+    from gcsim.sim.engine import simulate  # lazy: the simulator is only needed to run a comparison
+    return simulate
+
+
+def _warmup_for(run: RunDir, scheme: str, warmup: int | None) -> int:
+    n_it = int(run.iterations_of(scheme)["iteration"].nunique())
+    w = min(DEFAULT_WARMUP, n_it // 5) if warmup is None else warmup
+    if n_it - w < 2:
+        raise ConfigError("--warmup", f"at most {max(n_it - 2, 0)} (run {run.label}, scheme {scheme} has "
+                          f"{n_it} iterations)", w)
+    return w
+
+
+def _replication_seed(base: int, replication: int) -> int:
+    """Scenario seed of replication ``r`` (SeedSequence-mixed, < 2**32)."""
+    return int(np.random.SeedSequence([int(base), int(replication), 0x5EED]).generate_state(1, dtype=np.uint32)[0])
+
+
+def simulate_like(run: RunDir, scheme: str, calibration: Calibration, options: CompareOptions,
+                  simulate: Callable | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Simulate ``scheme`` of ``run`` ``options.replications`` times with ``calibration``.
+
+    Returns:
+        ``(iterations, workers)``: every replication's iterations rows with a ``replication``
+        column; replication 0's workers rows.
+    Raises:
+        RunDirError: the run's config holds values the scenario refuses.
+    """
+    simulate = simulate or _default_simulate()
+    n_it = int(run.iterations_of(scheme)["iteration"].max()) + 1
+    its, first_workers = [], None
+    for r in range(options.replications):
+        if options.mode == "paired":
+            sc = build_scenario(run, scheme, calibration, permutation_seed=None if r == 0 else r)
+        else:
+            sc = build_scenario(run, scheme, calibration, seed=_replication_seed(options.seed, r))
+        res = simulate(sc, iterations=n_it, progress=False)
+        df = res.iterations.copy()
+        df["scheme"] = df["scheme"].astype(str)
+        df["replication"] = r
+        its.append(df)
+        if first_workers is None:
+            first_workers = res.workers.copy()
+            first_workers["scheme"] = first_workers["scheme"].astype(str)
+    return pd.concat(its, ignore_index=True), first_workers
+
+
+def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_from: RunDir | None = None,
+                 options: CompareOptions = CompareOptions(), simulate: Callable | None = None,
+                 progress: bool = False) -> CompareResult:
+    """Compare every (run, scheme) of ``targets`` with its calibrated simulation.
+
+    Args:
+        targets: ``(run, schemes)`` pairs (schemes: labels present in the run).
+        calibrate_from: calibrate once from this run and predict every target (which must have the
+            same ``n``); default: each run calibrates from itself.
+        options: :class:`CompareOptions`.
+        simulate: ``simulate(scenario, iterations=..., progress=False) -> SimResult`` (default
+            :func:`gcsim.sim.engine.simulate`); injectable for tests.
+        progress: show a tqdm bar on stderr.
+    Returns:
+        :class:`CompareResult`.
+    Raises:
+        ConfigError: a target with another ``n`` than ``calibrate_from`` (field ``n``), a warm-up
+            leaving fewer than 2 iterations (``--warmup``).
+        RunDirError: calibration data missing from a run.
+    """
+    calibrations: dict[str, Calibration] = {}
+    if calibrate_from is not None:
+        for run, _ in targets:
+            require_same_n(calibrate_from, run)
+        w_src = min(_warmup_for(calibrate_from, s, options.warmup) for s in calibrate_from.schemes)
+        shared = calibrate(calibrate_from, warmup=w_src)
+        calibrations["+".join(shared.source)] = shared
+    work = [(run, sch) for run, schemes in targets for sch in schemes]
+    counts = pd.Series([sch for _, sch in work]).value_counts()
+    items: list[SchemeComparison] = []
+    bar = tqdm(total=len(work), desc="compare", unit="scheme", disable=not progress)
+    try:
+        for k, (run, sch) in enumerate(work):
+            w = _warmup_for(run, sch, options.warmup)
+            if calibrate_from is None:
+                cal = calibrate(run, schemes={run.label: [sch]}, warmup=w)
+                calibrations[f"{run.label}:{sch}"] = cal
+            else:
+                cal = shared
+            sim_its, sim_wks = simulate_like(run, sch, cal, options, simulate)
+            obs_its = run.iterations_of(sch)
+            obs = drop_warmup(obs_its, w)
+            sim = drop_warmup(sim_its, w)
+            if options.mode == "paired":
+                grid = sim.pivot(index="replication", columns="iteration", values="duration_s")
+                grid = grid.reindex(columns=obs["iteration"].to_numpy())
+                sim_sample = grid.to_numpy(float)
+                if not np.all(np.isfinite(sim_sample)):
+                    raise ConfigError("--mode", "scenario (the simulation did not produce every observed iteration)",
+                                      "paired")
+            else:
+                sim_sample = sim["duration_s"].to_numpy(float)
+            cmp = compare_samples(obs["duration_s"].to_numpy(float), sim_sample, paired=options.mode == "paired",
+                                  confidence=options.confidence, n_resamples=options.n_resamples,
+                                  seed=options.seed + k)
+            label = sch if counts[sch] == 1 else f"{sch} ({run.label})"
+            items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
+                                          observed_iterations=obs_its, observed_workers=run.workers_of(sch),
+                                          simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
+                                          verdict=judge(cmp, options.bands), mode=options.mode))
+            bar.update(1)
+    finally:
+        bar.close()
+    ranking = None
+    if len(items) >= 2:
+        ranking = rank_agreement({it.label: it.comparison.observed["mean"] for it in items},
+                                 {it.label: it.comparison.simulated["mean"] for it in items})
+    return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
+
+
+__all__ = ["CompareOptions", "CompareResult", "MODES", "SchemeComparison", "compare_runs", "simulate_like"]

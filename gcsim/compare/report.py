@@ -1,0 +1,132 @@
+"""Text renderings of a comparison: the terminal verdict table and the one-page ``report.md``."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Mapping
+
+import pandas as pd
+
+from gcsim.compare.pipeline import CompareResult
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:+.1%}"
+
+
+def _ci(row, stat: str) -> str:
+    return f"{_pct(row[f'err_{stat}'])} [{_pct(row[f'err_{stat}_lo'])}, {_pct(row[f'err_{stat}_hi'])}]"
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.1f}"
+
+
+def verdict_table(table: pd.DataFrame) -> str:
+    """Fixed-width verdict table for the terminal: one line per compared (run, scheme).
+
+    Args:
+        table: :meth:`CompareResult.table` (``validation.csv`` rows).
+    """
+    cols = [("scheme", "label"), ("verdict", "verdict"), ("obs mean ms", None), ("sim mean ms", None),
+            ("mean err [95% CI]", None), ("obs p95 ms", None), ("sim p95 ms", None), ("p95 err [95% CI]", None),
+            ("W1/mean", None), ("KS", None)]
+    rows = []
+    for _, r in table.iterrows():
+        rows.append([str(r["label"]), str(r["verdict"]).upper(), _ms(r["obs_mean_s"]), _ms(r["sim_mean_s"]),
+                     _ci(r, "mean"), _ms(r["obs_p95_s"]), _ms(r["sim_p95_s"]), _ci(r, "p95"),
+                     f"{r['w1_rel']:.3f}", f"{r['ks']:.3f}"])
+    heads = [c[0] for c in cols]
+    widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(heads)]
+    line = lambda vals: "  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(vals, widths)))
+    return "\n".join([line(heads), line(["-" * w for w in widths])] + [line(x) for x in rows])
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    head = "| " + " | ".join(df.columns) + " |"
+    sep = "| " + " | ".join("---" for _ in df.columns) + " |"
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, sep, *body])
+
+
+def render_report(result: CompareResult, plots: Mapping[str, str], *, command: str = "") -> str:
+    """The one-page markdown report: settings, verdict table, ranking, calibration, plots.
+
+    Args:
+        result: the comparison.
+        plots: title -> PNG path relative to the report's folder.
+        command: the command line that produced it (shown verbatim).
+    Returns:
+        Markdown text.
+    """
+    opt = result.options
+    table = result.table()
+    bands = ", ".join(f"{k} ±{v * 100:g}%" for k, v in opt.bands.judged().items())
+    lines = [
+        "# gcsim compare: simulated vs observed iteration time",
+        "",
+        f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')}"
+        + (f" by `{command}`" if command else "") + ".",
+        "",
+        f"- Mode: **{opt.mode}** ({'each replication draws its own straggler delays from the run’s spec' if opt.mode == 'scenario' else 'replications replay the run’s own straggler draws (same seed); paired bootstrap'}).",
+        f"- Replications per scheme: {opt.replications}; warm-up dropped: "
+        + ", ".join(f"{it.label}: {it.warmup}" for it in result.items) + " iterations.",
+        f"- Bands: {bands}. **pass**: the {opt.confidence:.0%} bootstrap CI of every banded relative error "
+        "(sim − obs)/obs lies inside its band; **warn**: the point estimates do but a CI does not; **fail**: otherwise.",
+        f"- Bootstrap: percentile, {opt.n_resamples} resamples, seeded (iterations treated as independent).",
+        "",
+        "## Verdict",
+        "",
+    ]
+    if len(table):
+        md = pd.DataFrame({
+            "scheme": table["label"], "run": table["run"], "verdict": table["verdict"].str.upper(),
+            "obs mean ms": table["obs_mean_s"].map(_ms), "sim mean ms": table["sim_mean_s"].map(_ms),
+            "mean err [CI]": [_ci(r, "mean") for _, r in table.iterrows()],
+            "obs p95 ms": table["obs_p95_s"].map(_ms), "sim p95 ms": table["sim_p95_s"].map(_ms),
+            "p95 err [CI]": [_ci(r, "p95") for _, r in table.iterrows()],
+            "p50 err": table["err_p50"].map(_pct), "p99 err": table["err_p99"].map(_pct),
+            "W1/mean": table["w1_rel"].map(lambda x: f"{x:.3f}"), "KS": table["ks"].map(lambda x: f"{x:.3f}"),
+            "ECDF-band cover": table["ecdf_coverage"].map(lambda x: f"{x:.0%}"),
+        })
+        lines += [_md_table(md), ""]
+        reasons = [f"- {r['label']}: {r['reason']}" for _, r in table.iterrows() if r["reason"]]
+        if reasons:
+            lines += ["Why not a clean pass:", "", *reasons, ""]
+    rk = result.ranking
+    lines += ["## Scheme ranking (by mean iteration time, fastest first)", ""]
+    if rk is None:
+        lines += ["One scheme only: no ranking to check.", ""]
+    else:
+        lines += [f"- observed:  {' < '.join(rk.observed_order)}",
+                  f"- predicted: {' < '.join(rk.predicted_order)}",
+                  f"- Kendall tau = {rk.tau:+.3f} ({'same order' if rk.same_order else 'ORDER DIFFERS'})."]
+        obs_mean = dict(zip(table["label"], table["obs_mean_s"]))
+        for a, b in rk.discordant:
+            gap = (obs_mean[b] - obs_mean[a]) / obs_mean[a]
+            lines.append(f"- swapped: {a} vs {b} (observed {b} slower by {gap:.1%}; compare with the mean CIs above)")
+        lines.append("")
+    lines += ["## Calibration (what the simulator was given besides the run’s own configuration)", ""]
+    cal_rows = []
+    for key, cal in result.calibrations.items():
+        d = cal.describe()
+        cal_rows.append({
+            "calibrated from": key, "compute/partition mean ms": _ms(d["compute_per_partition_mean_s"]),
+            "p95 ms": _ms(d["compute_per_partition_p95_s"]),
+            "censored": f"{d['compute_censored_rows']}/{d['compute_rows']}",
+            "latency ms": _ms(d["latency_s"]),
+            "bandwidth MB/s": "inf" if not math.isfinite(d["bandwidth_bytes_per_s"]) else f"{d['bandwidth_bytes_per_s'] / 1e6:.1f}",
+            "transfer mean ms": _ms(d["transfer_mean_s"]), "master overhead mean ms": _ms(d["master_overhead_mean_s"]),
+            "dispatch lag median ms": _ms(d["dispatch_lag_median_s"]),
+        })
+    if cal_rows:
+        lines += [_md_table(pd.DataFrame(cal_rows)), ""]
+        notes = sorted({n for cal in result.calibrations.values() for n in cal.notes})
+        if notes:
+            lines += ["Notes:", "", *[f"- {n}" for n in notes], ""]
+    lines += ["## Plots", ""]
+    for title, rel in plots.items():
+        lines += [f"### {title}", "", f"![{title}]({rel})", ""]
+    lines += ["Files: `validation.csv` (the table above, full precision), `calibration.json`.", ""]
+    return "\n".join(lines)
