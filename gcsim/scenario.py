@@ -15,7 +15,7 @@ Example (all times in seconds, sizes in bytes)::
     schemes:
       - {name: uncoded}
       - {name: gc-fr, s: 2}
-    workload: {gradient_bytes: 44_700_000, model_bytes: 44_700_000, compute: {dist: constant, value: 0.05}}
+    workload: {gradient_bytes: 44.7e+6, model_bytes: 44.7e+6, compute: {dist: constant, value: 0.05}}
     network: {latency_s: 0.001, bandwidth_bytes_per_s: 1.25e9}
     stragglers:
       delay: {dist: pareto, b: 2.5, scale: 0.02}
