@@ -1,0 +1,73 @@
+"""``gcsim real``: measure iteration time of a gradient-coding scheme with a Ray parameter server
+training a CNN on CIFAR-10 (see :mod:`gcsim.real.runner`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command(name="real")
+@click.option("--scheme", default=None, help="Scheme CLI name (see `gcsim schemes`), e.g. cce-fr.")
+@click.option("--scenario", "scenario_path", type=click.Path(path_type=Path), default=None,
+              help="Scenario YAML with the stragglers, policy and defaults [default: scenarios/real_default.yaml].")
+@click.option("--workers", type=int, default=None, help="Number of workers n (= partitions) [scenario].")
+@click.option("--s", "s", type=int, default=None, help="Stragglers tolerated [scenario's entry for the scheme].")
+@click.option("--m", "m", type=int, default=None, help="Communication reduction [scenario's entry for the scheme].")
+@click.option("--iterations", type=int, default=None, help="SGD iterations [scenario].")
+@click.option("--batch-size", type=int, default=None, help="Global mini-batch B, split over the n partitions [192].")
+@click.option("--lr", type=float, default=None, help="SGD learning rate [0.05].")
+@click.option("--model", type=click.Choice(["small-cnn", "resnet18"]), default=None, help="Model [small-cnn].")
+@click.option("--eval-every", type=int, default=None, help="Evaluate on the test set every E iterations [50].")
+@click.option("--checkpoint-every", type=int, default=None, help="Checkpoint every K iterations [50].")
+@click.option("--seed", type=int, default=None, help="Seed of model, data sampling and stragglers [scenario].")
+@click.option("--policy", type=click.Choice(["cancel", "carry-over"]), default=None,
+              help="Straggler-work policy [scenario].")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+              help="Directory holding cifar-10-batches-py [data/cifar10].")
+@click.option("--max-train-samples", type=int, default=None, help="Use only the first N training images.")
+@click.option("--address", default=None, help="Join this Ray cluster instead of starting an embedded Ray.")
+@click.option("--ray-num-cpus", type=int, default=None, help="Logical CPUs of the embedded Ray [n workers].")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Run directory [runs/real/<scheme>-<UTC timestamp>].")
+@click.option("--resume", "resume_dir", type=click.Path(path_type=Path), default=None,
+              help="Continue the run in this directory from its checkpoint (other options ignored except "
+                   "--iterations).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, model, eval_every, checkpoint_every,
+            seed, policy, data_dir, max_train_samples, address, ray_num_cpus, out_dir, resume_dir, no_progress):
+    """Train on CIFAR-10 with a Ray parameter server using a gradient-coding scheme and measure
+    the iteration time under the scenario's injected stragglers.
+
+    \b
+    gcsim data prepare --source /work/shared/data/cifar10-jpeg.zip   # once
+    gcsim real --scheme cce-fr
+    gcsim real --scheme uncoded --iterations 100 --out runs/real/uncoded-test
+    gcsim real --resume runs/real/cce-fr-20250101T000000Z
+    """
+    from gcsim.errors import ConfigError
+    from gcsim.real.config import resolve_config
+    from gcsim.real.runner import resume_real, run_real
+
+    if resume_dir is not None:
+        result = resume_real(resume_dir, iterations=iterations, progress=not no_progress)
+    else:
+        if scheme is None:
+            raise ConfigError("--scheme", "a scheme name (see `gcsim schemes`)", None)
+        cfg, scenario = resolve_config(
+            scheme, scenario_path, n_workers=workers, s=s, m=m, iterations=iterations, batch_size=batch_size,
+            lr=lr, model=model, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
+            policy=policy, data_dir=None if data_dir is None else str(data_dir),
+            max_train_samples=max_train_samples, address=address, ray_num_cpus=ray_num_cpus)
+        result = run_real(cfg, scenario, out_dir, progress=not no_progress)
+    sm = result.summary
+    click.echo(f"run directory: {result.run_dir}")
+    click.echo(f"status: {result.status}, iterations: {result.iterations_done}, wall: {result.wall_s:.1f} s")
+    if sm:
+        click.echo(f"iteration time (s): mean {sm['mean_s']:.4f}  p50 {sm['p50_s']:.4f}  p95 {sm['p95_s']:.4f}  "
+                   f"p99 {sm['p99_s']:.4f}")
+    if result.test_accuracy == result.test_accuracy:
+        click.echo(f"test accuracy: {result.test_accuracy:.4f}")
+    if result.status == "interrupted":
+        click.get_current_context().exit(130)

@@ -1,0 +1,363 @@
+"""The parameter server's side of one iteration: dispatch to the worker actors, collect with
+``ray.wait`` until the scheme can decode, decode, and record the trace rows.
+
+One iteration ``t`` (instants in seconds from the run's time origin, :data:`WORKER_COLUMNS` /
+:data:`ITERATION_COLUMNS` of :mod:`gcsim.trace`):
+
+1. ``start_s``; the flat weights are put into the object store ONCE (``ray.put``) and the reference
+   is passed to every live worker with its straggler draw (``StragglerProcess.draw(t)``: additive
+   ``delay_s`` and ``slowdown``), at ``dispatch_s``;
+2. replies are collected with ``ray.wait``; ``ray.wait`` keeps the input order, so replies that are
+   ready together are ordered by the workers' own ``send`` timestamps before they are fed, one by
+   one, to ``scheme.decode(arrived, t)``; ``arrival_s`` is when the master saw the reply;
+   ``decodable_s`` the first instant the arrived set decodes;
+3. the used payloads are fetched and combined (:meth:`Scheme.combine`, float64); the caller applies
+   the optimizer step and closes the iteration with :meth:`ParameterServer.end_iteration` (``end_s``);
+4. unfinished work of ``t``: policy ``cancel`` – ``ray.cancel`` on the task (the worker's delay
+   sleep notices within ``cancel_poll_s``; status ``cancelled``, or ``late`` if it had already
+   replied); policy ``carry-over`` – left running (the actor starts ``t+1`` after it, so
+   ``compute_start_s > dispatch_s``); its reply is still collected in later iterations (status
+   ``late``, with its ``arrival_s``) but its payload reference is released at once.
+
+Dead workers (``RayActorError``) get status ``dead`` and are not dispatched to again; with more than
+``s`` of them the iteration raises :class:`RunFailedError` (the decoder cannot work around them).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from gcsim.errors import RunFailedError
+from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS
+
+
+class RunInterrupted(Exception):
+    """Raised inside :meth:`ParameterServer.step` when the caller asked to stop (Ctrl-C)."""
+
+
+@dataclass
+class _Pending:
+    iteration: int
+    worker: int
+    payload_ref: object | None
+
+
+@dataclass
+class StepResult:
+    """What one collected iteration produced (before the optimizer step).
+
+    Attributes:
+        iteration: ``t``.
+        gradient: float64 ``(l,)``: the decoded gradient (sum of partition gradients for an exact scheme).
+        used_workers: workers whose messages entered the decoding.
+        loss: mean training loss of the partition slices whose replies arrived (NaN if none).
+        exact: whether the decoding is exact.
+        cond: condition number of the decoding's linear solve.
+    """
+
+    iteration: int
+    gradient: np.ndarray
+    used_workers: tuple[int, ...]
+    loss: float
+    exact: bool
+    cond: float
+
+
+class WorkerPool:
+    """The ``n`` worker actors of a run, set up with their partitions' data.
+
+    Args:
+        n_workers: number of actors.
+        setup_kwargs: keyword arguments of :meth:`GradientWorker.setup` except the data.
+        train_images, train_labels: the training set (put once into the object store; each actor
+            copies the shards of the partitions it holds).
+        shards: partition -> training-set indices.
+        torch_threads: torch threads per actor.
+        num_cpus: logical CPUs each actor reserves.
+    Raises:
+        RunFailedError: an actor died during setup.
+    """
+
+    def __init__(self, n_workers: int, setup_kwargs: dict, train_images: np.ndarray, train_labels: np.ndarray,
+                 shards: list[np.ndarray], *, torch_threads: int = 1, num_cpus: float = 1):
+        import ray
+
+        from gcsim.real.worker import remote_worker_class
+
+        cls = remote_worker_class()
+        self.n = int(n_workers)
+        self.actors = [cls.options(num_cpus=num_cpus, name=None).remote(w, torch_threads) for w in range(self.n)]
+        images_ref, labels_ref = ray.put(train_images), ray.put(train_labels)
+        shard_map = {j: idx for j, idx in enumerate(shards)}
+        try:
+            self.info = ray.get([a.setup.remote(images_ref, labels_ref, shard_map, **setup_kwargs) for a in self.actors])
+        except ray.exceptions.RayError as e:
+            self.shutdown()
+            raise RunFailedError(f"worker setup failed: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+        finally:
+            del images_ref, labels_ref
+
+    def kill(self, worker: int) -> None:
+        """Kill one actor for good (fault injection; it becomes a dead worker)."""
+        import ray
+
+        ray.kill(self.actors[worker], no_restart=True)
+
+    def shutdown(self) -> None:
+        """Kill every actor (ignores ones already dead)."""
+        import ray
+
+        for a in self.actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # already gone
+                pass
+
+
+class ParameterServer:
+    """Dispatch/collect/decode loop state of a run (see the module docstring).
+
+    Args:
+        pool: the worker actors.
+        scheme: the scheme (same construction as the workers').
+        stragglers: a :class:`gcsim.stragglers.StragglerProcess` (``draw(t)``).
+        policy: ``"cancel"`` or ``"carry-over"``.
+        scheme_label: value of the ``scheme`` column.
+        t0: time origin (``time.time()`` instant) of every ``*_s`` column.
+        slice_sizes: ``(k,)`` images per partition slice (weights for the mean training loss).
+        should_stop: polled while waiting; True raises :class:`RunInterrupted`.
+        n_params: length ``l`` of the flat gradient.
+        after_dispatch: optional hook ``(iteration, pool)`` called right after dispatch (fault injection).
+        poll_s: longest single ``ray.wait`` (seconds) between checks of ``should_stop``.
+    """
+
+    def __init__(self, pool: WorkerPool, scheme, stragglers, *, policy: str, scheme_label: str, t0: float,
+                 slice_sizes: np.ndarray, n_params: int, should_stop: Callable[[], bool] = lambda: False,
+                 after_dispatch: Callable | None = None, poll_s: float = 0.25):
+        self.pool, self.scheme, self.stragglers = pool, scheme, stragglers
+        self.policy, self.label, self.t0 = policy, scheme_label, float(t0)
+        self.slice_sizes = np.asarray(slice_sizes, dtype=float)
+        self.n_params = int(n_params)
+        self.should_stop, self.after_dispatch, self.poll_s = should_stop, after_dispatch, poll_s
+        self.dead: set[int] = set()
+        self.pending: dict = {}  # meta ObjectRef -> _Pending
+        self.worker_rows: dict[tuple[int, int], dict] = {}
+        self.iteration_rows: list[dict] = []
+        self._open: dict | None = None
+
+    def clock(self) -> float:
+        """Seconds since the time origin."""
+        return time.time() - self.t0
+
+    # ------------------------------------------------------------------ collection helpers
+    def _row(self, iteration: int, worker: int) -> dict | None:
+        if self._open is not None and self._open["iteration"] == iteration:
+            return self._open["rows"].get(worker)
+        return self.worker_rows.get((iteration, worker))
+
+    def _mark_dead(self, worker: int, iteration: int) -> None:
+        self.dead.add(worker)
+        row = self._row(iteration, worker)
+        if row is not None:
+            row["status"] = "dead"
+
+    def _fill_from_meta(self, row: dict, meta: dict) -> None:
+        row["compute_start_s"] = meta["compute_start"] - self.t0
+        row["compute_s"] = meta["compute_s"]
+        row["send_s"] = meta["send"] - self.t0
+
+    def _from_history(self, worker: int, meta: dict) -> None:
+        """Fill start/compute of earlier calls whose replies never came (cancelled) from the history."""
+        for prev in meta.get("history") or []:
+            row = self._row(prev["iteration"], worker)
+            if row is not None and row["status"] == "cancelled" and not np.isfinite(row["compute_start_s"]):
+                row["compute_start_s"] = prev["compute_start"] - self.t0
+                row["compute_s"] = prev["compute_s"]
+
+    def _harvest(self, refs: list, t_obs: float, current: int) -> list[tuple[float, _Pending, dict]]:
+        """Read ready replies; update rows of earlier iterations; return current ones (with send time)."""
+        import ray
+        from ray.exceptions import RayActorError, TaskCancelledError
+
+        fresh = []
+        for ref in refs:
+            p = self.pending.pop(ref)
+            try:
+                meta = ray.get(ref)
+            except TaskCancelledError:
+                meta = None
+            except RayActorError:
+                self._mark_dead(p.worker, p.iteration)
+                continue
+            if meta is None:  # cancelled (Ray's error, or the worker noticed the cancel itself)
+                row = self._row(p.iteration, p.worker)
+                if row is not None and row["status"] != "dead":
+                    row["status"] = "cancelled"
+                continue
+            self._from_history(p.worker, meta)
+            if p.iteration != current:
+                row = self._row(p.iteration, p.worker)
+                if row is not None:
+                    self._fill_from_meta(row, meta)
+                    row["arrival_s"] = t_obs
+                    row["status"] = "late"
+                continue
+            fresh.append((meta["send"], p, meta))
+        fresh.sort(key=lambda x: x[0])
+        return fresh
+
+    # ------------------------------------------------------------------ one iteration
+    def step(self, iteration: int, weights: np.ndarray) -> StepResult:
+        """Dispatch iteration ``iteration`` with ``weights`` ``(l,)`` and collect until decodable.
+
+        Raises:
+            RunFailedError: more than ``s`` workers dead, or every live reply in and still not decodable.
+            RunInterrupted: ``should_stop()`` became true while waiting.
+        """
+        import ray
+
+        it = int(iteration)
+        scheme = self.scheme
+        start = self.clock()
+        weights_ref = ray.put(weights)
+        draw = self.stragglers.draw(it)
+        assignment = scheme.assignment(it)
+        msg_ids: dict[int, list[int]] = {}
+        for msg in scheme.messages(it):
+            msg_ids.setdefault(msg.worker, []).append(msg.id)
+        rows: dict[int, dict] = {}
+        self._open = {"iteration": it, "rows": rows}
+        for w in range(self.pool.n):
+            row = {"scheme": self.label, "iteration": it, "worker": w, "n_partitions": len(assignment[w]),
+                   "dispatch_s": np.nan, "compute_start_s": np.nan, "compute_s": np.nan,
+                   "delay_s": float(draw.delay_s[w]), "slowdown": float(draw.slowdown[w]),
+                   "send_s": np.nan, "arrival_s": np.nan, "used": False, "status": "dead"}
+            rows[w] = row
+            if w in self.dead:
+                continue
+            row["dispatch_s"] = self.clock()
+            meta_ref, payload_ref = self.pool.actors[w].run.options(num_returns=2).remote(
+                it, weights_ref, float(draw.delay_s[w]), float(draw.slowdown[w]))
+            row["status"] = "pending"
+            self.pending[meta_ref] = _Pending(it, w, payload_ref)
+        if self.after_dispatch is not None:
+            self.after_dispatch(it, self.pool)
+
+        arrived: list[int] = []
+        payload_refs: dict[int, object] = {}
+        losses: dict[int, float] = {}
+        decoding, decodable_s, n_arrived = None, np.nan, 0
+        while decoding is None:
+            if self.should_stop():
+                raise RunInterrupted(f"interrupted during iteration {it}")
+            if len(self.dead) > scheme.s:
+                raise RunFailedError(
+                    f"iteration {it}: {len(self.dead)} workers lost (workers {sorted(self.dead)}), more than "
+                    f"the s={scheme.s} scheme {scheme.name} tolerates")
+            if not any(p.iteration == it for p in self.pending.values()):
+                raise RunFailedError(f"iteration {it}: every live worker replied (arrived messages {arrived}) "
+                                     f"but scheme {scheme.name} cannot decode them")
+            ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=self.poll_s)
+            if not ready:
+                continue
+            ready, _ = ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
+            t_obs = self.clock()
+            for _, p, meta in self._harvest(ready, t_obs, it):
+                row = rows[p.worker]
+                self._fill_from_meta(row, meta)
+                row["arrival_s"] = t_obs
+                row["status"] = "arrived"
+                payload_refs[p.worker] = p.payload_ref
+                losses.update(meta["losses"])
+                n_arrived += 1
+                if decoding is None:
+                    arrived.extend(msg_ids.get(p.worker, []))
+                    decoding = scheme.decode(arrived, it)
+                    if decoding is not None:
+                        decodable_s = self.clock()
+
+        used_workers = tuple(sorted({int(w) for w in scheme.message_worker(it)[list(decoding.used)]}))
+        fetched = ray.get([payload_refs[w] for w in used_workers])
+        payloads = {mid: arr for reply in fetched for mid, arr in reply}
+        gradient = scheme.combine(decoding, payloads, self.n_params)
+        for w in used_workers:
+            rows[w]["used"] = True
+        for ref, p in list(self.pending.items()):
+            if p.iteration == it:
+                rows[p.worker]["status"] = "cancelled" if self.policy == "cancel" else "late"
+                p.payload_ref = None  # release: a late payload is never fetched
+                if self.policy == "cancel":
+                    ray.cancel(ref)
+        del weights_ref, payload_refs, fetched
+        self._open.update(start_s=start, decodable_s=decodable_s, n_arrived=n_arrived,
+                          n_used=len(decoding.used))
+        parts = sorted(losses)
+        loss = (float(np.average([losses[j] for j in parts], weights=self.slice_sizes[parts]))
+                if parts else float("nan"))
+        return StepResult(it, gradient, used_workers, loss, bool(decoding.exact), float(decoding.cond))
+
+    def end_iteration(self, end_s: float | None = None) -> dict:
+        """Close the open iteration at ``end_s`` (default: now) and commit its rows. Returns its row."""
+        if self._open is None or "start_s" not in self._open:
+            raise RuntimeError("end_iteration without a collected step")
+        o = self._open
+        end = self.clock() if end_s is None else float(end_s)
+        row = {"scheme": self.label, "iteration": o["iteration"], "start_s": o["start_s"],
+               "decodable_s": o["decodable_s"], "end_s": end, "duration_s": end - o["start_s"],
+               "n_arrived": o["n_arrived"], "n_used": o["n_used"]}
+        self.iteration_rows.append(row)
+        for w, r in o["rows"].items():
+            self.worker_rows[(o["iteration"], w)] = r
+        self._open = None
+        return row
+
+    def abandon_iteration(self) -> None:
+        """Drop the open (uncommitted) iteration: cancel its tasks and forget its rows."""
+        import ray
+
+        if self._open is None:
+            return
+        it = self._open["iteration"]
+        for ref, p in list(self.pending.items()):
+            if p.iteration == it:
+                self.pending.pop(ref)
+                try:
+                    ray.cancel(ref)
+                except Exception:
+                    pass
+        self._open = None
+
+    def drain(self, timeout_s: float = 5.0) -> None:
+        """Wait up to ``timeout_s`` for replies of earlier iterations still out (late / cancelled) so
+        their rows are complete, then cancel and forget whatever is left."""
+        import ray
+
+        deadline = time.monotonic() + timeout_s
+        while self.pending and time.monotonic() < deadline:
+            ready, _ = ray.wait(list(self.pending), num_returns=len(self.pending),
+                                timeout=max(0.0, deadline - time.monotonic()))
+            if ready:
+                self._harvest(ready, self.clock(), current=-1)
+            else:
+                break
+        for ref in list(self.pending):
+            try:
+                ray.cancel(ref)
+            except Exception:
+                pass
+        self.pending.clear()
+
+    # ------------------------------------------------------------------ tables
+    def iterations_frame(self) -> pd.DataFrame:
+        """Committed iterations, :data:`ITERATION_COLUMNS`."""
+        return pd.DataFrame(self.iteration_rows, columns=ITERATION_COLUMNS)
+
+    def workers_frame(self) -> pd.DataFrame:
+        """Committed worker rows sorted by (iteration, worker), :data:`WORKER_COLUMNS`."""
+        rows = [self.worker_rows[key] for key in sorted(self.worker_rows)]
+        return pd.DataFrame(rows, columns=WORKER_COLUMNS)

@@ -1,0 +1,368 @@
+"""A whole real run: data, Ray, worker actors, the SGD loop, evaluation, checkpoints, run directory.
+
+:func:`run_real` starts a run; :func:`resume_real` continues one from its checkpoint. The loop per
+iteration is :meth:`ParameterServer.step` (dispatch, collect, decode; :mod:`gcsim.real.master`),
+then an SGD-with-momentum step (``torch.optim.SGD``) on the decoded gradient. Every ``eval_every``
+iterations the model is evaluated on the test set (``metrics.csv``); every ``checkpoint_every``
+iterations the checkpoint and the trace files are written (atomically) and ``status.json`` updated.
+
+Outcomes (``status.json``):
+
+* ``finished`` – all iterations done; ``summary.csv`` and finally ``meta.json`` are written;
+* ``failed`` – :class:`RunFailedError` (e.g. more than ``s`` workers dead): a checkpoint at the last
+  completed iteration is written, so ``--resume`` continues with fresh workers;
+* ``interrupted`` – Ctrl-C: the first one stops at the next safe point (while waiting for replies or
+  between iterations) and writes a checkpoint there; a second one aborts at once and leaves the last
+  checkpoint as it was.
+
+Timing: every ``*_s`` column counts from the time origin, the first dispatch of the run; a resumed
+run continues the clock from the last recorded ``end_s``, so times stay increasing (the pause is not
+counted). Evaluation and checkpoints happen between iterations (after one's ``end_s``, before the
+next one's ``start_s``).
+
+RNG state: the model is initialised from ``seed``; the checkpoint stores torch's generator state;
+the data sampler (:mod:`gcsim.real.sampling`) and the straggler draws (:mod:`gcsim.stragglers`) are
+keyed by (seed, worker/partition, iteration) and need no saved state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from gcsim.errors import ConfigError, RunDirError, RunFailedError
+from gcsim.real.config import RealConfig
+from gcsim.real.master import ParameterServer, RunInterrupted, WorkerPool
+from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
+
+#: Default parent of new run directories.
+DEFAULT_RUNS_ROOT = Path("runs/real")
+
+
+@dataclass
+class RunHooks:
+    """Optional callbacks (tests, fault injection).
+
+    Attributes:
+        after_dispatch: ``(iteration, pool)``, called right after an iteration's tasks were dispatched.
+    """
+
+    after_dispatch: Callable | None = None
+
+
+@dataclass
+class RealRunResult:
+    """Outcome of :func:`run_real` / :func:`resume_real`.
+
+    Attributes:
+        run_dir: the run directory.
+        status: ``finished`` or ``interrupted`` (failures raise instead).
+        iterations_done: iterations completed (all sessions).
+        summary: the summary.csv row (dict; empty if no iteration completed).
+        test_accuracy: last measured test accuracy (fraction 0..1; NaN if never evaluated).
+        wall_s: wall-clock seconds of this session (including Ray start and evaluation).
+    """
+
+    run_dir: Path
+    status: str
+    iterations_done: int
+    summary: dict = field(default_factory=dict)
+    test_accuracy: float = float("nan")
+    wall_s: float = 0.0
+
+
+def default_run_dir(scheme: str, root: Path = DEFAULT_RUNS_ROOT) -> Path:
+    """``runs/real/<scheme>-<UTC timestamp>`` (a ``-2``, ``-3`` ... suffix if it exists)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = Path(root) / f"{scheme}-{stamp}"
+    path, i = base, 1
+    while path.exists():
+        i += 1
+        path = base.with_name(f"{base.name}-{i}")
+    return path
+
+
+@contextmanager
+def ray_session(cfg: RealConfig):
+    """Use the running Ray if there is one; else start an embedded one (``ray_num_cpus`` logical CPUs,
+    default ``n_workers``) or join ``cfg.address``; shut down only what was started here.
+
+    Raises:
+        ConfigError: ``--address`` cannot be joined.
+    """
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        try:
+            if cfg.address:
+                ray.init(address=cfg.address, **kwargs)
+            else:
+                ray.init(num_cpus=cfg.ray_num_cpus or cfg.n_workers, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            if cfg.address:
+                raise ConfigError("--address", "the address of a running Ray cluster", cfg.address) from e
+            raise
+        started = True
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+class _StopFlag:
+    """First SIGINT sets the flag (clean stop at the next safe point); the second raises KeyboardInterrupt."""
+
+    def __init__(self):
+        self.set = False
+        self._old = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.set:
+            raise KeyboardInterrupt
+        self.set = True
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False
+
+
+def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, progress: bool = True,
+             hooks: RunHooks | None = None) -> RealRunResult:
+    """Start a real run of ``cfg`` (resolved with :func:`gcsim.real.config.resolve_config`).
+
+    Args:
+        cfg: the run options.
+        scenario: the narrowed :class:`gcsim.scenario.Scenario` (stragglers; written as config.yaml).
+        out_dir: run directory (default :func:`default_run_dir`); must not hold a run already.
+        progress: show a tqdm bar on stderr.
+        hooks: optional :class:`RunHooks`.
+    Returns:
+        :class:`RealRunResult` (status ``finished`` or ``interrupted``).
+    Raises:
+        DataError: CIFAR-10 not prepared in ``cfg.data_dir``.
+        RunFailedError: the run had to stop (status ``failed``, checkpoint written).
+        RunDirError: ``out_dir`` already holds a run.
+    """
+    run = RealRunDir(out_dir if out_dir is not None else default_run_dir(cfg.scheme))
+    if (run.path / "real.yaml").exists():
+        raise RunDirError(f"{run.path}: already holds a run (use --resume {run.path} to continue it)")
+    run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
+    return _execute(run, cfg, scenario, checkpoint=None, progress=progress, hooks=hooks)
+
+
+def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress: bool = True,
+                hooks: RunHooks | None = None) -> RealRunResult:
+    """Continue the run in ``run_dir`` from its checkpoint with fresh workers.
+
+    Args:
+        iterations: new total number of iterations (default: the run's own).
+    Raises:
+        RunDirError: not a real run directory, or no checkpoint.
+        as :func:`run_real` otherwise.
+    """
+    from gcsim.scenario import load_scenario
+
+    run = RealRunDir(run_dir)
+    raw = run.read_real_config()
+    if iterations is not None:
+        raw["iterations"] = int(iterations)
+    try:
+        cfg = RealConfig.model_validate(raw)
+    except Exception as e:
+        raise RunDirError(f"{run.path / 'real.yaml'}: invalid ({str(e).splitlines()[0]})") from None
+    try:
+        scenario = load_scenario(run.path / "config.yaml")
+    except ConfigError as e:
+        raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
+    checkpoint = run.load_checkpoint()
+    if iterations is not None:
+        scenario = scenario.model_copy(update={"iterations": cfg.iterations})
+        run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
+    return _execute(run, cfg, scenario, checkpoint=checkpoint, progress=progress, hooks=hooks)
+
+
+def _load_data(cfg: RealConfig):
+    from gcsim.real.data import load_split
+
+    train_x, train_y = load_split(cfg.data_dir, train=True)
+    test_x, test_y = load_split(cfg.data_dir, train=False)
+    if cfg.max_train_samples is not None:
+        train_x, train_y = train_x[: cfg.max_train_samples], train_y[: cfg.max_train_samples]
+    if cfg.eval_samples is not None:
+        test_x, test_y = test_x[: cfg.eval_samples], test_y[: cfg.eval_samples]
+    return train_x, train_y, test_x, test_y
+
+
+def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | None, progress: bool,
+             hooks: RunHooks | None) -> RealRunResult:
+    import ray
+    import torch
+    from tqdm import tqdm
+
+    from gcsim.real.model import build_model, evaluate, get_flat_weights, num_parameters, set_flat_grad
+    from gcsim.real.sampling import shard_indices, slice_sizes
+    from gcsim.schemes import make_scheme
+    from gcsim.stragglers import StragglerProcess
+    from gcsim.trace import summarize, write_meta
+
+    hooks = hooks or RunHooks()
+    wall0 = time.monotonic()
+    started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    start_it = int(checkpoint["next_iteration"]) if checkpoint else 0
+    sessions = int(checkpoint.get("sessions", 1)) + 1 if checkpoint else 1
+    status_common = {"scheme": cfg.scheme, "iterations_total": cfg.iterations, "sessions": sessions,
+                     "session_started_utc": started_utc}
+    run.write_status("running", iterations_done=start_it, **status_common)
+
+    try:
+        train_x, train_y, test_x, test_y = _load_data(cfg)
+        scheme = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed)
+        torch.set_num_threads(cfg.torch_threads)
+        model = build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype)
+        optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                                    weight_decay=cfg.weight_decay)
+        if checkpoint:
+            model.load_state_dict(checkpoint["model"])
+            optimizer.load_state_dict(checkpoint["optimizer"])
+            torch.set_rng_state(checkpoint["torch_rng"])
+            prior_it, prior_wk, prior_mt = run.read_traces(start_it)
+        else:
+            prior_it = prior_wk = prior_mt = None
+        shards = shard_indices(len(train_y), scheme.k, cfg.seed)
+        sizes = slice_sizes(cfg.batch_size, scheme.k)
+        too_big = [j for j in range(scheme.k) if sizes[j] > len(shards[j])]
+        if too_big:
+            raise ConfigError("--batch-size", f"at most {min(len(s) for s in shards) * scheme.k} "
+                              f"(slices must fit their shard of {len(train_y)} training images)", cfg.batch_size)
+        stragglers = StragglerProcess(scenario.stragglers, cfg.n_workers, cfg.seed)
+    except BaseException as e:
+        run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=start_it, **status_common)
+        raise
+
+    metrics: list[dict] = prior_mt.to_dict("records") if prior_mt is not None else []
+    loss_window: list[float] = list(checkpoint.get("loss_window", [])) if checkpoint else []
+    test_acc = float(metrics[-1]["test_accuracy"]) if metrics else float("nan")
+    done = start_it
+
+    def save_checkpoint(next_iteration: int, clock_s: float) -> None:
+        run.save_checkpoint({
+            "next_iteration": int(next_iteration), "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
+            "time_offset_s": float(clock_s), "loss_window": list(loss_window), "sessions": sessions,
+            "scheme": cfg.scheme,
+        })
+
+    def write_traces(ps: ParameterServer, with_summary: bool) -> None:
+        it_df, wk_df = ps.iterations_frame(), ps.workers_frame()
+        summary = summarize(it_df, {ps.label: scheme.describe()}) if with_summary and len(it_df) else None
+        run.write_traces(it_df, wk_df, summary, pd.DataFrame(metrics, columns=METRICS_COLUMNS))
+
+    with _StopFlag() as stop, ray_session(cfg):
+        total_cpus = float(ray.cluster_resources().get("CPU", cfg.n_workers))
+        pool = WorkerPool(
+            cfg.n_workers,
+            dict(scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, scheme_seed=cfg.scheme_seed,
+                 model=cfg.model, model_seed=cfg.seed, dtype=cfg.dtype, payload_dtype=cfg.payload_dtype,
+                 batch_size=cfg.batch_size, sampler_seed=cfg.seed, cancel_poll_s=cfg.cancel_poll_s),
+            train_x, train_y, shards, torch_threads=cfg.torch_threads,
+            num_cpus=min(1.0, total_cpus / cfg.n_workers))
+        offset = float(checkpoint.get("time_offset_s", 0.0)) if checkpoint else 0.0
+        if prior_it is not None and len(prior_it):
+            offset = max(offset, float(prior_it["end_s"].max()))
+        ps = ParameterServer(pool, scheme, stragglers, policy=cfg.policy, scheme_label=cfg.scheme,
+                             t0=time.time() - offset, slice_sizes=sizes, n_params=num_parameters(model),
+                             should_stop=lambda: stop.set, after_dispatch=hooks.after_dispatch)
+        if prior_it is not None:
+            ps.iteration_rows = prior_it.to_dict("records")
+            ps.worker_rows = {(int(r["iteration"]), int(r["worker"])): r for r in prior_wk.to_dict("records")}
+        bar = tqdm(total=cfg.iterations, initial=start_it, desc=cfg.scheme, unit="it", disable=not progress,
+                   dynamic_ncols=True)
+        status = "finished"
+        try:
+            for it in range(start_it, cfg.iterations):
+                if stop.set:
+                    raise RunInterrupted(f"interrupted before iteration {it}")
+                res = ps.step(it, get_flat_weights(model))
+                set_flat_grad(model, res.gradient)
+                optimizer.step()
+                row = ps.end_iteration()
+                done = it + 1
+                if np.isfinite(res.loss):
+                    loss_window.append(res.loss)
+                bar.update(1)
+                bar.set_postfix_str(f"t={row['duration_s']:.3f}s loss={res.loss:.3f}"
+                                    + (f" acc={test_acc:.3f}" if np.isfinite(test_acc) else ""))
+                last = it == cfg.iterations - 1
+                if (it + 1) % cfg.eval_every == 0 or last:
+                    test_loss, test_acc = evaluate(model, test_x, test_y)
+                    metrics.append({"iteration": it, "loss": float(np.mean(loss_window)) if loss_window else np.nan,
+                                    "test_loss": test_loss, "test_accuracy": test_acc, "elapsed_s": ps.clock()})
+                    loss_window = []
+                if (it + 1) % cfg.checkpoint_every == 0 or last:
+                    save_checkpoint(it + 1, ps.clock())
+                    write_traces(ps, with_summary=last)
+                    run.write_status("running", iterations_done=done, **status_common)
+            ps.drain(timeout_s=5.0)
+        except RunFailedError as e:
+            ps.abandon_iteration()
+            ps.drain(timeout_s=1.0)
+            save_checkpoint(done, ps.clock())
+            write_traces(ps, with_summary=True)
+            run.write_status("failed", reason=str(e), iterations_done=done, checkpoint_iteration=done,
+                             **status_common)
+            raise
+        except RunInterrupted:
+            ps.abandon_iteration()
+            save_checkpoint(done, ps.clock())
+            write_traces(ps, with_summary=True)
+            status = "interrupted"
+        except KeyboardInterrupt:  # second Ctrl-C: leave the last checkpoint as it is
+            ps.abandon_iteration()
+            write_traces(ps, with_summary=True)
+            status = "interrupted"
+        except BaseException as e:
+            ps.abandon_iteration()
+            write_traces(ps, with_summary=True)
+            run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=done, **status_common)
+            raise
+        finally:
+            bar.close()
+            pool.shutdown()
+        ray_info = {"address": cfg.address or "embedded", "cluster_cpus": total_cpus,
+                    "nodes": len(ray.nodes())}
+
+    wall_s = time.monotonic() - wall0
+    it_df = ps.iterations_frame()
+    summary = summarize(it_df, {ps.label: scheme.describe()}).iloc[0].to_dict() if len(it_df) else {}
+    if status == "interrupted":
+        run.write_status("interrupted", reason="Ctrl-C", iterations_done=done,
+                         checkpoint_iteration=int(run.load_checkpoint()["next_iteration"])
+                         if run.checkpoint_path.is_file() else None, **status_common)
+        return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
+    run.write_status("finished", iterations_done=done, wall_s=wall_s, **status_common)
+    write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
+               model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
+               host=socket.gethostname(), host_cpus=os.cpu_count(), ray=ray_info)
+    return RealRunResult(run.path, status, done, summary, test_acc, wall_s)

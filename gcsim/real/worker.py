@@ -1,0 +1,176 @@
+"""The Ray worker actor of the real executor: holds its partitions' data, computes partition
+gradients, injects the straggler delay / slowdown the master sends, encodes with the scheme.
+
+One call of :meth:`GradientWorker.run` is one worker-iteration (times in seconds, ``time.time()``
+instants, comparable across processes of one machine):
+
+1. ``compute_start`` – the call starts (the weights reference is already resolved; under
+   ``carry-over`` this is after the previous, late call finished);
+2. sleep the injected additive delay ``delay_s`` (in slices of ``cancel_poll_s``, checking
+   ``ray.get_runtime_context().is_canceled()``, so ``ray.cancel`` interrupts it within a slice);
+3. for each partition of ``scheme.assignment(t)[worker]``: the gradient of its slice of the global
+   mini-batch (:func:`gcsim.real.model.slice_gradient`), measured, then an interruptible sleep of
+   ``(slowdown - 1) × measured`` so the partition takes ``slowdown ×`` its real compute time
+   (a factor < 1 cannot speed real compute up and is applied as 1);
+4. encode its message(s) with :meth:`Scheme.encode` in float64 from the latest gradient it holds of
+   every partition (zeros for a held partition never computed – pipelined schemes), cast to the
+   payload dtype; ``send`` is taken just before returning.
+
+The call returns two objects (``num_returns=2``): a small metadata dict (timestamps, per-partition
+losses) and the list of payloads, so the master can read the timing of late replies without fetching
+their payloads. A cancelled call returns early; Ray then reports ``TaskCancelledError`` to the master
+(also for a call that finished just as the cancel arrived). So that the master still learns when
+such calls started and how long they computed, every reply repeats the ``history`` of the worker's
+last :data:`HISTORY_LENGTH` calls.
+
+The class is plain Python; :func:`remote_worker_class` wraps it with ``ray.remote`` (no restarts: a
+dead worker stays dead – a permanent straggler).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import time
+
+import numpy as np
+
+#: How many past calls (iteration, start, compute seconds) every reply repeats.
+HISTORY_LENGTH = 16
+
+
+class GradientWorker:
+    """Worker ``worker`` of a real run (plain class; see :func:`remote_worker_class`).
+
+    Args:
+        worker: worker index ``0 <= worker < n``.
+        torch_threads: torch intra-op threads for this process.
+    """
+
+    def __init__(self, worker: int, torch_threads: int = 1):
+        import torch
+
+        torch.set_num_threads(int(torch_threads))
+        self.worker = int(worker)
+        self.scheme = None
+        self._history: collections.deque = collections.deque(maxlen=HISTORY_LENGTH)
+
+    # ------------------------------------------------------------------ setup
+    def setup(self, train_images: np.ndarray, train_labels: np.ndarray, shards: dict, *, scheme: str, n: int,
+              s: int, m: int, scheme_seed: int, model: str, model_seed: int, dtype: str, payload_dtype: str,
+              batch_size: int, sampler_seed: int, cancel_poll_s: float) -> dict:
+        """Build the scheme and the model and copy the held partitions' shards out of the shared set.
+
+        Args:
+            train_images: uint8 ``(N, 32, 32, 3)`` (a zero-copy view of the object store).
+            train_labels: int64 ``(N,)``.
+            shards: partition -> training-set indices of its shard (every partition; only held ones kept).
+            batch_size: global mini-batch ``B``.
+        Returns:
+            ``{"worker", "pid", "host", "held", "n_parameters"}``.
+        """
+        from gcsim.real.model import build_model, num_parameters, slice_gradient
+        from gcsim.real.sampling import slice_sizes
+        from gcsim.schemes import make_scheme
+
+        self.scheme = make_scheme(scheme, n, s, m, scheme_seed)
+        held = self.scheme.held_partitions(self.worker)
+        self.shards = {j: (np.ascontiguousarray(train_images[shards[j]]), np.ascontiguousarray(train_labels[shards[j]]))
+                       for j in held}
+        self.model = build_model(model, seed=model_seed, dtype=dtype)
+        self.model.train()
+        self.n_params = num_parameters(self.model)
+        self.payload_dtype = np.dtype(payload_dtype)
+        self.batch_size = int(batch_size)
+        self.sizes = slice_sizes(batch_size, self.scheme.k)
+        self.sampler_seed = int(sampler_seed)
+        self.cancel_poll_s = float(cancel_poll_s)
+        wdtype = np.float64 if dtype == "float64" else np.float32
+        self.latest = {j: np.zeros(self.n_params, dtype=wdtype) for j in held}
+        self._history.clear()
+        # warm-up: one slice gradient, so the first timed iteration does not pay torch's lazy start-up
+        j0 = held[0]
+        b0 = int(self.sizes[j0])
+        for _ in range(2):
+            slice_gradient(self.model, self.shards[j0][0][:b0], self.shards[j0][1][:b0], self.batch_size)
+        self.model.zero_grad(set_to_none=False)
+        return {"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(), "held": held,
+                "n_parameters": self.n_params}
+
+    def ping(self) -> int:
+        """The actor's process id (liveness check)."""
+        return os.getpid()
+
+    # ------------------------------------------------------------------ one iteration
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep ``seconds`` in slices; True if the call was cancelled meanwhile."""
+        import ray
+
+        ctx = ray.get_runtime_context()
+        end = time.perf_counter() + max(0.0, float(seconds))
+        while True:
+            if ctx.is_canceled():
+                return True
+            left = end - time.perf_counter()
+            if left <= 0:
+                return False
+            time.sleep(min(self.cancel_poll_s, left))
+
+    def run(self, iteration: int, weights: np.ndarray, delay_s: float, slowdown: float):
+        """Compute, delay, encode: one worker-iteration.
+
+        Args:
+            iteration: iteration index ``t``.
+            weights: flat model weights ``(l,)`` (resolved from the master's single ``ray.put``).
+            delay_s: injected additive delay (seconds) before computing.
+            slowdown: factor on compute time (applied as ``max(1, slowdown)``).
+        Returns:
+            ``(meta, payloads)``: ``meta`` = ``{"worker", "iteration", "compute_start", "compute_s",
+            "delay_done_s", "send", "losses": {partition: mean loss}, "history": [past call states]}``;
+            ``payloads`` = list of ``(message_id, array (ceil(l/m),))`` of ``payload_dtype``.
+            A cancelled call returns ``(None, None)`` (Ray reports it as cancelled).
+        """
+        from gcsim.real.model import set_flat_weights, slice_gradient
+        from gcsim.real.sampling import slice_positions
+
+        compute_start = time.time()
+        t0 = time.perf_counter()
+        state = {"iteration": int(iteration), "compute_start": compute_start, "compute_s": 0.0, "delay_done_s": 0.0}
+        cancelled = self._sleep(delay_s)
+        state["delay_done_s"] = time.perf_counter() - t0
+        losses: dict[int, float] = {}
+        if not cancelled:
+            set_flat_weights(self.model, weights)
+            factor = max(1.0, float(slowdown))
+            for j in self.scheme.assignment(iteration)[self.worker]:
+                c0 = time.perf_counter()
+                images, labels = self.shards[j]
+                pos = slice_positions(len(labels), int(self.sizes[j]), self.sampler_seed, iteration, j)
+                grad, loss = slice_gradient(self.model, images[pos], labels[pos], self.batch_size)
+                measured = time.perf_counter() - c0
+                cancelled = self._sleep((factor - 1.0) * measured)
+                state["compute_s"] += time.perf_counter() - c0
+                if cancelled:
+                    break
+                self.latest[j] = grad
+                losses[j] = loss
+        self._history.append(state)
+        if cancelled:
+            return None, None
+        payloads = []
+        for msg in self.scheme.messages(iteration):
+            if msg.worker == self.worker:
+                pl = self.scheme.encode(msg.id, {j: self.latest[j].astype(np.float64) for j in msg.partitions},
+                                        iteration)
+                payloads.append((msg.id, pl.astype(self.payload_dtype)))
+        meta = {"worker": self.worker, **state, "losses": losses, "history": list(self._history),
+                "send": time.time()}
+        return meta, payloads
+
+
+def remote_worker_class():
+    """``ray.remote(GradientWorker)`` with no restarts (a dead worker stays dead)."""
+    import ray
+
+    return ray.remote(max_restarts=0, max_task_retries=0)(GradientWorker)
