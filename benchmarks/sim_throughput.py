@@ -1,0 +1,88 @@
+"""Benchmark 1 (issue 6): simulator throughput against the bare-SimPy floor.
+
+For n = 8, 64, 256 workers on the heavy-tail scenario (Pareto additive delays), simulate each scheme
+and report simulated worker-iterations per second (n × iterations / wall seconds of ``simulate``).
+Beside it, in the same process, time the same count of bare SimPy ``Timeout`` events gathered by a
+"first k of n" :class:`simpy.Condition` per iteration (no model, no draws, no bookkeeping): the floor
+the model cannot beat. The ratio model/floor says how much the model costs over raw SimPy.
+
+    .venv/bin/python benchmarks/sim_throughput.py [--sizes 8,64,256] [--iterations 200] [--schemes uncoded,gc-cr]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import simpy
+from simpy.events import Condition
+
+from gcsim.errors import SchemeError
+from gcsim.scenario import load_scenario, validate_scenario
+from gcsim.schemes import make_scheme
+from gcsim.sim.engine import simulate
+
+
+def bare_simpy_rate(n: int, iterations: int, wait_for: int) -> float:
+    """Worker-iterations per second of bare SimPy: per iteration, n Timeout events and one Condition
+    that fires after ``wait_for`` of them (the master), then the next iteration."""
+    env = simpy.Environment()
+
+    def master():
+        for _ in range(iterations):
+            evs = [env.timeout(0.001 * (1 + (w * 7919) % 13)) for w in range(n)]
+            yield Condition(env, lambda events, count: count >= wait_for, evs)
+
+    t0 = time.perf_counter()
+    env.process(master())
+    env.run()
+    return n * iterations / (time.perf_counter() - t0)
+
+
+def scheme_params(name: str, n: int) -> dict | None:
+    """s close to n/8 (m = 2 for CCE) that the scheme accepts at this n, or None."""
+    if name == "uncoded":
+        return {}
+    base = max(1, n // 8)
+    for s in (base, base - 1, base + 1, base - 2, base + 2):
+        p = {"s": s, "m": 2} if name.startswith("cce") else {"s": s}
+        try:
+            if s >= 1:
+                make_scheme(name, n=n, **p)
+                return p
+        except SchemeError:
+            continue
+    return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", default="scenarios/heavy_tail.yaml")
+    ap.add_argument("--sizes", default="8,64,256")
+    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--schemes", default="uncoded,ignore-stragglers,gc-fr,gc-cr,cce-fr,pgc-cr")
+    args = ap.parse_args()
+    base = load_scenario(args.scenario).resolved()
+    print(f"{'scheme':<18}{'n':>5}{'model wi/s':>14}{'bare wi/s':>14}{'model/bare':>12}")
+    for n in (int(x) for x in args.sizes.split(",")):
+        for name in args.schemes.split(","):
+            p = scheme_params(name, n)
+            if p is None:
+                print(f"{name:<18}{n:>5}   (no accepted parameters at this n)")
+                continue
+            data = dict(base, n_workers=n, iterations=args.iterations, schemes=[{"name": name, **p}])
+            data["stragglers"] = dict(data["stragglers"], worker_scale=None)
+            try:
+                sc = validate_scenario(data)
+            except Exception as e:  # a scheme refused at this n (e.g. cce-cr conditioning)
+                print(f"{name:<18}{n:>5}   refused: {e}")
+                continue
+            t0 = time.perf_counter()
+            simulate(sc)
+            model_rate = n * args.iterations / (time.perf_counter() - t0)
+            bare_rate = bare_simpy_rate(n, args.iterations, n - p.get("s", 0))
+            print(f"{name:<18}{n:>5}{model_rate:>14,.0f}{bare_rate:>14,.0f}{model_rate / bare_rate:>12.3f}")
+
+
+if __name__ == "__main__":
+    main()
