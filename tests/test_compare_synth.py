@@ -88,3 +88,29 @@ def test_synthetic_trace_is_decodable_at_the_n_minus_s_th_arrival():
         assert grp["used"].sum() == 5
     np.testing.assert_allclose(its["duration_s"], its["end_s"] - its["start_s"])
     assert np.all(its["start_s"].to_numpy()[1:] == its["end_s"].to_numpy()[:-1])
+
+
+def simulated_run(run_dir: Path, schemes: list[dict], *, n: int = 6, iterations: int = 150, seed: int = 7,
+                  created_utc: str | None = None, executor: str = "real", compute_scale_s: float = 0.01) -> Path:
+    """A run directory written by the simulator (same trace format as a real run), relabelled as
+    ``executor`` and dated ``created_utc``: a stand-in for a measured run with a known model."""
+    from gcsim.scenario import validate_scenario
+    from gcsim.sim.engine import simulate
+    from gcsim.sim.output import write_sim_run
+
+    sc = validate_scenario({
+        "name": Path(run_dir).name.split("-")[0] or "run", "n_workers": n, "iterations": iterations, "seed": seed,
+        "schemes": schemes,
+        "workload": {"gradient_bytes": 4e6, "model_bytes": 4e6, "compute": {"dist": "lognorm", "s": 0.3, "scale": compute_scale_s}},
+        "network": {"latency_s": 0.0005, "bandwidth_bytes_per_s": 2e9},
+        "stragglers": {"delay": {"dist": "bimodal", "p": 0.1, "delay": 0.05}},
+        "policy": "cancel", "cancel_latency_s": 0.001, "master": {"decode_s": {"dist": "constant", "value": 0.002}},
+    })
+    out = write_sim_run(simulate(sc), sc, run_dir)
+    meta_path = out / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["executor"] = executor
+    if created_utc is not None:
+        meta["created_utc"] = created_utc
+    meta_path.write_text(json.dumps(meta))
+    return out

@@ -185,6 +185,32 @@ def simulate_like(run: RunDir, scheme: str, calibration: Calibration, options: C
     return pd.concat(its, ignore_index=True), first_workers
 
 
+def check_replay(observed_workers: pd.DataFrame, simulated_workers: pd.DataFrame, run_label: str,
+                 *, tol_s: float = 1e-3, rel_tol: float = 0.05, max_bad_fraction: float = 0.05) -> float:
+    """Paired mode only: check the simulation replays the run's recorded straggler delays.
+
+    Compares ``delay_s`` per (iteration, worker); a row disagrees when ``|obs − sim| > tol_s +
+    rel_tol·|obs|`` (the real executor records the delay it slept, not the exact draw).
+
+    Returns:
+        the fraction of disagreeing rows.
+    Raises:
+        ConfigError: field ``--mode`` when more than ``max_bad_fraction`` of the rows disagree (the run
+            was not driven by gcsim's keyed straggler streams with its recorded seed).
+    """
+    keys = ["iteration", "worker"]
+    m = observed_workers[keys + ["delay_s"]].merge(simulated_workers[keys + ["delay_s"]], on=keys,
+                                                   suffixes=("_obs", "_sim"))
+    o, s = m["delay_s_obs"].to_numpy(float), m["delay_s_sim"].to_numpy(float)
+    ok = np.isfinite(o)
+    bad = ok & ~(np.abs(o - s) <= tol_s + rel_tol * np.abs(o))
+    frac = float(bad.sum() / max(ok.sum(), 1))
+    if frac > max_bad_fraction:
+        raise ConfigError("--mode", f"scenario for run {run_label} (its recorded delay_s differ from the "
+                          f"replayed draws in {frac:.0%} of worker-iterations)", "paired")
+    return frac
+
+
 def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_from: RunDir | None = None,
                  options: CompareOptions = CompareOptions(), simulate: Callable | None = None,
                  progress: bool = False) -> CompareResult:
@@ -225,6 +251,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
             else:
                 cal = shared
             sim_its, sim_wks = simulate_like(run, sch, cal, options, simulate)
+            if options.mode == "paired":
+                check_replay(run.workers_of(sch), sim_wks[sim_wks["scheme"] == sch], run.label)
             obs_its = run.iterations_of(sch)
             obs = drop_warmup(obs_its, w)
             sim = drop_warmup(sim_its, w)
@@ -255,4 +283,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
 
 
-__all__ = ["CompareOptions", "CompareResult", "MODES", "SchemeComparison", "compare_runs", "simulate_like"]
+__all__ = ["CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+           "simulate_like"]
