@@ -1,0 +1,198 @@
+"""`gcsim data prepare`: image folder (directory or zip) -> cifar-10-batches-py, verified.
+
+Tiny data sets are generated with PIL (PNG, lossless, so pixels can be checked exactly); the real
+CIFAR-10 zip is never used here.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gcsim.cli import main
+from gcsim.errors import DataError
+from gcsim.real import data
+from gcsim.real.data import CIFAR10_CLASSES, load_split, prepare_from_image_folder
+
+TRAIN_PER_CLASS, TEST_PER_CLASS = 3, 2
+
+
+def _pixels(split: str, label: int, i: int) -> np.ndarray:
+    """Deterministic 32x32 RGB content of one image (distinct per split/class/index)."""
+    rng = np.random.default_rng([0 if split == "train" else 1, label, i])
+    return rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
+
+
+def make_image_folder(root: Path, *, train_per_class=TRAIN_PER_CLASS, test_per_class=TEST_PER_CLASS,
+                      classes=CIFAR10_CLASSES, size=(32, 32)) -> Path:
+    for split, per_class in (("train", train_per_class), ("test", test_per_class)):
+        for label, name in enumerate(classes):
+            d = root / split / name
+            d.mkdir(parents=True, exist_ok=True)
+            for i in range(per_class):
+                px = _pixels(split, label, i)
+                img = Image.fromarray(px) if size == (32, 32) else Image.fromarray(px).resize(size)
+                img.save(d / f"{i:04d}.png")
+    return root
+
+
+def zip_folder(folder: Path, zip_path: Path, prefix: str = "cifar10/") -> Path:
+    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_STORED) as zf:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                zf.write(p, prefix + p.relative_to(folder).as_posix())
+    return zip_path
+
+
+def _check_content(data_dir: Path) -> None:
+    """Every image comes back with its label and exact pixels (identified by content)."""
+    for split, per_class in (("train", TRAIN_PER_CLASS), ("test", TEST_PER_CLASS)):
+        images, labels = load_split(data_dir, train=split == "train")
+        assert images.shape == (10 * per_class, 32, 32, 3) and images.dtype == np.uint8
+        assert np.bincount(labels, minlength=10).tolist() == [per_class] * 10
+        expected = {_pixels(split, lab, i).tobytes(): lab for lab in range(10) for i in range(per_class)}
+        got = {img.tobytes(): int(lab) for img, lab in zip(images, labels)}
+        assert got == expected
+
+
+def test_prepare_from_directory_roundtrip(tmp_path):
+    src = make_image_folder(tmp_path / "src")
+    report = prepare_from_image_folder(src, tmp_path / "data")
+    assert report.n_train == 30 and report.n_test == 20 and not report.is_full
+    assert report.train_per_class == {c: 3 for c in CIFAR10_CLASSES}
+    _check_content(tmp_path / "data")
+    # standard layout: 5 training batches of the mixed, shuffled training set + test + meta
+    bdir = tmp_path / "data" / "cifar-10-batches-py"
+    sizes = []
+    for name in data.TRAIN_FILES:
+        with open(bdir / name, "rb") as f:
+            batch = pickle.load(f, encoding="latin1")
+        assert batch["data"].shape[1] == 3072 and batch["data"].dtype == np.uint8
+        sizes.append(len(batch["labels"]))
+    assert sizes == [6, 6, 6, 6, 6]
+    with open(bdir / "batches.meta", "rb") as f:
+        assert pickle.load(f)["label_names"] == list(CIFAR10_CLASSES)
+
+
+def test_prepare_from_zip_with_top_folder(tmp_path):
+    src = make_image_folder(tmp_path / "src")
+    z = zip_folder(src, tmp_path / "tiny.zip")
+    report = prepare_from_image_folder(z, tmp_path / "data", expect_train_per_class=3, expect_test_per_class=2)
+    assert (report.n_train, report.n_test) == (30, 20)
+    _check_content(tmp_path / "data")
+
+
+def test_torchvision_md5_is_replaced_by_manifest(tmp_path):
+    from torchvision.datasets import CIFAR10
+
+    prepare_from_image_folder(make_image_folder(tmp_path / "src"), tmp_path / "data")
+    with pytest.raises(RuntimeError):  # the original release's md5 sums cannot match a conversion
+        CIFAR10(str(tmp_path / "data"), train=True, download=False)
+    ds = data._dataset_class()(tmp_path / "data", train=True)
+    assert len(ds) == 30 and ds.classes == list(CIFAR10_CLASSES)
+    # a corrupted batch fails the manifest's md5 check with a clear message
+    p = tmp_path / "data" / "cifar-10-batches-py" / "data_batch_2"
+    raw = bytearray(p.read_bytes())
+    raw[-10] ^= 0xFF
+    p.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="md5"):
+        load_split(tmp_path / "data", train=True)
+
+
+def test_already_prepared_and_force(tmp_path):
+    src = make_image_folder(tmp_path / "src")
+    prepare_from_image_folder(src, tmp_path / "data")
+    again = prepare_from_image_folder(src, tmp_path / "data")
+    assert again.already_prepared and again.n_train == 30
+    forced = prepare_from_image_folder(src, tmp_path / "data", force=True)
+    assert not forced.already_prepared
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["cifar-10-batches-py"]
+
+
+@pytest.mark.parametrize("case, match", [
+    ("missing_class", r"train/ classes: expected the 10 CIFAR-10 classes .*missing: \['truck'\]"),
+    ("extra_class", r"unexpected: \['zebra'\]"),
+    ("flat_train", r"not, e\.g\. 'train/0000\.png'"),
+    ("unbalanced", r"train/ images per class: expected the same count"),
+    ("wrong_size", r"size: expected 32x32, got 16x16"),
+    ("empty", r"got no images"),
+])
+def test_bad_layout_is_a_clear_error_and_leaves_nothing(tmp_path, case, match):
+    src = tmp_path / "src"
+    if case == "missing_class":
+        make_image_folder(src, classes=CIFAR10_CLASSES[:-1])
+    elif case == "extra_class":
+        make_image_folder(src, classes=CIFAR10_CLASSES + ("zebra",))
+    elif case == "flat_train":
+        make_image_folder(src)
+        Image.fromarray(_pixels("train", 0, 99)).save(src / "train" / "0000.png")
+    elif case == "unbalanced":
+        make_image_folder(src)
+        Image.fromarray(_pixels("train", 0, 99)).save(src / "train" / "cat" / "extra.png")
+    elif case == "wrong_size":
+        make_image_folder(src)
+        Image.fromarray(_pixels("test", 0, 0)).resize((16, 16)).save(src / "test" / "dog" / "0001.png")
+    elif case == "empty":
+        src.mkdir()
+        (src / "README.txt").write_text("no images here")
+    with pytest.raises(DataError, match=match):
+        prepare_from_image_folder(src, tmp_path / "data")
+    assert not (tmp_path / "data").exists()
+
+
+def test_failure_while_writing_keeps_the_old_copy(tmp_path, monkeypatch):
+    src = make_image_folder(tmp_path / "src")
+    prepare_from_image_folder(src, tmp_path / "data")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "data" / "cifar-10-batches-py").iterdir()}
+    calls = []
+
+    def failing_write(path, obj):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        with open(path, "wb") as f:
+            pickle.dump(obj, f)
+
+    monkeypatch.setattr(data, "_write_pickle", failing_write)
+    with pytest.raises(OSError, match="disk full"):
+        prepare_from_image_folder(src, tmp_path / "data", force=True)
+    assert [p.name for p in (tmp_path / "data").iterdir()] == ["cifar-10-batches-py"]  # no temp dir left
+    after = {p.name: p.read_bytes() for p in (tmp_path / "data" / "cifar-10-batches-py").iterdir()}
+    assert after == before
+
+
+def test_expected_counts_mismatch(tmp_path):
+    src = make_image_folder(tmp_path / "src")
+    with pytest.raises(DataError, match=r"train/ images per class: expected 5000, got"):
+        prepare_from_image_folder(src, tmp_path / "data", expect_train_per_class=5000)
+
+
+def test_missing_data_dir_tells_how_to_prepare(tmp_path):
+    with pytest.raises(DataError, match=r"gcsim data prepare --source"):
+        load_split(tmp_path / "nowhere", train=True)
+
+
+def test_cli_prepare(tmp_path, capsys):
+    z = zip_folder(make_image_folder(tmp_path / "src"), tmp_path / "tiny.zip")
+    assert main(["data", "prepare", "--source", str(z), "--data-dir", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "train: 30 images, test: 20 images, 10 classes, checksums verified" in out
+    assert "not the full CIFAR-10" in out
+    assert main(["data", "prepare", "--source", str(z), "--data-dir", str(tmp_path / "d")]) == 0
+    assert "already prepared" in capsys.readouterr().out
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    assert main(["data", "prepare", "--data-dir", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "gcsim: error: --source / --download: expected exactly one of them, got 'neither'"
+    bad = tmp_path / "notazip.zip"
+    bad.write_text("hello")
+    assert main(["data", "prepare", "--source", str(bad), "--data-dir", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "source: expected a zip file or a directory" in err[0]
