@@ -79,7 +79,7 @@ def test_calibrate_from_a_trace(tmp_path):
     kept = wks[wks.iteration >= 5]
     np.testing.assert_allclose(np.sort(cal.compute_values_s), np.sort(kept.compute_s.to_numpy()))
     np.testing.assert_allclose(cal.master_values_s, 0.004, rtol=1e-6)
-    assert cal.dispatch_lag_s == pytest.approx(0.0025, rel=1e-6) and cal.n_censored == 0
+    assert cal.start_lag_s == pytest.approx(0.0025, rel=1e-6) and cal.n_censored == 0
     # two sizes: gradients 2 MB in 2 ms, model broadcast 3 MB in 2.5 ms -> 1 ms + bytes / 2 GB/s
     assert cal.transfer.identified and cal.transfer.payload_sizes_bytes == (2e6, 3e6)
     assert cal.transfer.latency_s == pytest.approx(0.001, rel=1e-5)

@@ -18,8 +18,10 @@ Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after 
 * **message transfer time** (``network``): the scenario's model is that every message costs
   ``latency_s + bytes / bandwidth_bytes_per_s`` (Hockney, Parallel Computing 20:389, 1994), both the
   gradient messages (``arrival_s - send_s`` for ``gradient_bytes × communication_load``) and the
-  model broadcast (the dispatch lag ``dispatch_s - start_s`` for ``model_bytes``; its per-iteration
-  median, one point per worker, robust to workers that start late). One least-squares line is fitted
+  model broadcast (the start lag ``compute_start_s - start_s`` for ``model_bytes``: the real master
+  stamps ``dispatch_s`` when it issues the call, the worker stamps ``compute_start_s`` once it has the
+  weights; its per-iteration median over workers, one point per worker, ignores workers still busy
+  with earlier work under carry-over). One least-squares line is fitted
   through both; with exactly two payload sizes it passes through both means, with one size it keeps
   their sum. With one size the split is not identifiable: payloads ≥ 1 MiB are attributed to
   bandwidth (``latency_s = 0``), smaller ones to latency (``bandwidth = inf``); a note says so.
@@ -85,7 +87,8 @@ class Calibration:
         n_compute_rows, n_censored: worker rows used / of which right-censored.
         transfer: :class:`TransferFit` (gradient messages and model broadcasts).
         master_values_s: ``(I,)`` per-iteration ``end_s - decodable_s`` seconds.
-        dispatch_lag_s: median ``dispatch_s - start_s`` over workers and iterations (seconds).
+        start_lag_s: median over iterations of the per-iteration median start lag
+            ``compute_start_s - start_s`` (seconds).
         notes: human-readable caveats (e.g. unidentified bandwidth).
     """
 
@@ -96,7 +99,7 @@ class Calibration:
     n_censored: int
     transfer: TransferFit
     master_values_s: np.ndarray
-    dispatch_lag_s: float
+    start_lag_s: float
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def compute_spec(self, permutation_seed: int | None = None) -> dict:
@@ -125,7 +128,7 @@ class Calibration:
             "transfer_payload_sizes_bytes": list(self.transfer.payload_sizes_bytes),
             "transfer_mean_s": self.transfer.mean_transfer_s, "transfer_p95_s": self.transfer.p95_transfer_s,
             "master_overhead_mean_s": float(m.mean()), "master_overhead_p95_s": float(np.quantile(m, 0.95)),
-            "dispatch_lag_median_s": self.dispatch_lag_s, "notes": list(self.notes),
+            "start_lag_median_s": self.start_lag_s, "notes": list(self.notes),
         }
 
 
@@ -138,11 +141,13 @@ def _shuffled(values: np.ndarray, seed: int | None) -> list[float]:
 
 # ============================================================================ run facts
 def message_bytes(run: RunDir) -> tuple[float, float]:
-    """``(gradient_bytes, model_bytes)`` of a run: ``config.yaml`` ``workload.*`` (else top-level or
-    meta.json keys of the same names). Raises RunDirError naming config.yaml when gradient_bytes is absent."""
+    """``(gradient_bytes, model_bytes)`` of a run: meta.json's keys of those names when the executor
+    recorded the actual sizes, else ``config.yaml`` ``workload.*`` (else its top level); model_bytes
+    defaults to gradient_bytes. Raises RunDirError naming config.yaml when gradient_bytes is absent."""
     wl = run.config.get("workload") if isinstance(run.config.get("workload"), dict) else {}
+
     def pick(key):
-        for src in (wl, run.config, run.meta):
+        for src in (run.meta, wl, run.config):
             v = src.get(key)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0:
                 return float(v)
@@ -352,9 +357,12 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
             good = np.isfinite(dec)
             master.append(np.maximum(end[good] - dec[good], 0.0))
             st = its.set_index("iteration")["start_s"]
-            lag = pd.to_numeric(wk["dispatch_s"], errors="coerce").to_numpy(float) - st.reindex(wk["iteration"]).to_numpy(float)
+            # start lag: the worker starts (it has the model) at compute_start_s; the per-iteration
+            # median ignores workers still busy with earlier work (carry-over)
+            lag = (pd.to_numeric(wk["compute_start_s"], errors="coerce").to_numpy(float)
+                   - st.reindex(wk["iteration"]).to_numpy(float))
             lag_it = pd.Series(lag).groupby(wk["iteration"].to_numpy()).median().dropna()
-            lags.append(lag[np.isfinite(lag)])
+            lags.append(lag_it.to_numpy(float))
             # the model broadcast is a message of model_bytes: one point per worker of each iteration
             per_it = np.repeat(np.maximum(lag_it.to_numpy(float), 0.0), run.n_workers)
             disp.append(per_it)
@@ -395,7 +403,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         notes.append(f"{n_cens} of {n_rows} compute times right-censored (cancelled): Kaplan–Meier estimate")
     return Calibration(source=tuple(r.label for r in runs), n_workers=n, compute_values_s=np.asarray(compute, float),
                        n_compute_rows=n_rows, n_censored=n_cens, transfer=transfer, master_values_s=m,
-                       dispatch_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes))
+                       start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes))
 
 
 def require_same_n(source: RunDir, target: RunDir) -> None:

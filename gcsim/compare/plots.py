@@ -141,7 +141,7 @@ def plot_predicted_vs_measured(table: pd.DataFrame, path: str | Path, band: floa
 
 
 _SEGMENTS = (  # (name, color)
-    ("waiting (dispatched, busy with earlier work)", "#cccccc"),
+    ("dispatched, not started (model transfer / busy)", "#cccccc"),
     ("injected delay", "#dd8452"),
     ("compute", "#4c72b0"),
     ("other (before send)", "#8172b3"),
@@ -195,7 +195,7 @@ def plot_timeline(observed_workers: pd.DataFrame, observed_iterations: pd.DataFr
                   iterations: Sequence[int] | None = None, title: str = "") -> Path:
     """Per-worker Gantt timeline of a few observed iterations (top) and the simulated ones (bottom).
 
-    Each worker row shows, per iteration: waiting after dispatch (grey), the injected delay (orange),
+    Each worker row shows, per iteration: dispatched but not started (grey), the injected delay (orange),
     compute (blue), any other gap before sending (purple), the transfer to the master (green) – the
     order of :mod:`gcsim.sim.engine` (delay, then compute); faded/hatched when
     the message was late, cancelled or not used; a dot where a used message arrives (x: not used).
@@ -213,7 +213,7 @@ def plot_timeline(observed_workers: pd.DataFrame, observed_iterations: pd.DataFr
         iterations = first[1:4] if len(first) > 3 else first[:3]
     shown = [int(i) for i in iterations]
     n = max(int(observed_workers["worker"].max()) + 1 if len(observed_workers) else 1, 1)
-    fig, axes = plt.subplots(2, 1, figsize=(11, 1.2 + 0.55 * n * 2 + 1.5), squeeze=False)
+    fig, axes = plt.subplots(2, 1, figsize=(11, 1.2 + 0.55 * n * 2 + 1.5), squeeze=False, sharex=True)
     _draw_timeline(axes[0, 0], observed_workers, observed_iterations, shown, "observed")
     _draw_timeline(axes[1, 0], simulated_workers, simulated_iterations, shown, "simulated")
     handles = [Patch(color=c, label=name) for name, c in _SEGMENTS]

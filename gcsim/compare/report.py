@@ -118,7 +118,7 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
             "latency ms": _ms(d["latency_s"]),
             "bandwidth MB/s": "inf" if not math.isfinite(d["bandwidth_bytes_per_s"]) else f"{d['bandwidth_bytes_per_s'] / 1e6:.1f}",
             "transfer mean ms": _ms(d["transfer_mean_s"]), "master overhead mean ms": _ms(d["master_overhead_mean_s"]),
-            "dispatch lag median ms": _ms(d["dispatch_lag_median_s"]),
+            "start lag median ms": _ms(d["start_lag_median_s"]),
         })
     if cal_rows:
         lines += [_md_table(pd.DataFrame(cal_rows)), ""]
