@@ -9,6 +9,20 @@ from pathlib import Path
 import click
 
 
+def _command_line(ctx: click.Context) -> str:
+    """The invocation as ``gcsim compare ...``, rebuilt from the parsed parameters that differ from
+    their defaults (for the report)."""
+    parts = ["gcsim", "compare", *ctx.params.get("run_dirs", ())]
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name == "progress":
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default:
+            continue
+        parts += [param.opts[0], str(value)]
+    return " ".join(shlex.quote(str(p)) for p in parts)
+
+
 @click.command("compare")
 @click.argument("run_dirs", nargs=-1, metavar="[RUN_DIR ...]")
 @click.option("--runs-root", default="runs/real", show_default=True, metavar="DIR",
@@ -75,8 +89,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
         progress = sys.stderr.isatty()
     result = compare_runs(targets, calibrate_from=source, options=options, progress=progress)
     out = out if out is not None else default_out_dir()
-    argv = "gcsim compare " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else "gcsim compare"
-    files = write_compare_outputs(result, out, command=argv)
+    files = write_compare_outputs(result, out, command=_command_line(click.get_current_context()))
 
     table = result.table()
     src = f"calibrated from {source.label}" if source is not None else "each run calibrated from itself"

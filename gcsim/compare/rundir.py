@@ -71,12 +71,7 @@ class RunDir:
     @property
     def created_utc(self) -> datetime:
         """``meta.json`` ``created_utc`` (aware datetime); the meta.json mtime when absent or unparsable."""
-        raw = self.meta.get("created_utc")
-        try:
-            dt = datetime.fromisoformat(str(raw))
-            return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
-        except ValueError:
-            return datetime.fromtimestamp((self.path / "meta.json").stat().st_mtime, tz=timezone.utc)
+        return _created_utc(self.meta, self.path)
 
     def scheme_row(self, scheme: str) -> dict:
         """The summary.csv row of ``scheme`` as a dict (n, s, m, loads, ...). Raises RunDirError if absent."""
@@ -98,6 +93,14 @@ class RunDir:
     def label(self) -> str:
         """Short name for tables: the directory name."""
         return self.path.name
+
+
+def _created_utc(meta: dict, run_dir: Path) -> datetime:
+    try:
+        dt = datetime.fromisoformat(str(meta.get("created_utc")))
+        return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    except ValueError:
+        return datetime.fromtimestamp((run_dir / "meta.json").stat().st_mtime, tz=timezone.utc)
 
 
 def _read_yaml(path: Path) -> dict:
@@ -231,7 +234,7 @@ def newest_runs(runs_root: str | Path, *, skipped: list[str] | None = None) -> l
             if skipped is not None:
                 skipped.append(f"{d / 'iterations.csv'}: unreadable ({type(e).__name__})")
             continue
-        created = RunDir(d, meta, {}, pd.DataFrame(), pd.DataFrame(), pd.DataFrame()).created_utc
+        created = _created_utc(meta, d)
         for sch in dict.fromkeys(schemes):
             key = (created, d.name)
             if sch not in best or key > best[sch][0]:
