@@ -394,6 +394,20 @@ def read_manifest(data_dir: Path | str) -> dict | None:
     return manifest
 
 
+def require_prepared(data_dir: Path | str) -> None:
+    """Cheap check (no checksums) that ``data_dir`` holds every CIFAR-10 file.
+
+    Raises:
+        DataError: a file is missing; the message says how to prepare the data.
+    """
+    bdir = Path(data_dir) / BATCHES_DIR
+    missing = [name for name in (*TRAIN_FILES, TEST_FILE, META_FILE) if not (bdir / name).is_file()]
+    if missing:
+        raise DataError(f"data dir {str(data_dir)!r}: expected CIFAR-10 in {bdir}, got "
+                        f"{'no such directory' if not bdir.is_dir() else f'missing files {missing}'}; "
+                        f"{PREPARE_HINT}")
+
+
 def load_split(data_dir: Path | str, train: bool) -> tuple[np.ndarray, np.ndarray]:
     """Load one split through :class:`GcsimCIFAR10` (checksums verified).
 
@@ -404,9 +418,7 @@ def load_split(data_dir: Path | str, train: bool) -> tuple[np.ndarray, np.ndarra
             says how to prepare it).
     """
     data_dir = Path(data_dir)
-    if not (data_dir / BATCHES_DIR).is_dir():
-        raise DataError(f"data dir {str(data_dir)!r}: expected CIFAR-10 in {data_dir / BATCHES_DIR}, "
-                        f"got no such directory; {PREPARE_HINT}")
+    require_prepared(data_dir)
     try:
         ds = _dataset_class()(data_dir, train=train)
     except RuntimeError as e:

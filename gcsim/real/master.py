@@ -69,38 +69,48 @@ class StepResult:
 
 
 class WorkerPool:
-    """The ``n`` worker actors of a run, set up with their partitions' data.
+    """The ``n`` worker actors of a run.
 
     Args:
         n_workers: number of actors.
-        setup_kwargs: keyword arguments of :meth:`GradientWorker.setup` except the data.
-        train_images, train_labels: the training set (put once into the object store; each actor
-            copies the shards of the partitions it holds).
-        shards: partition -> training-set indices.
         torch_threads: torch threads per actor.
         num_cpus: logical CPUs each actor reserves.
-    Raises:
-        RunFailedError: an actor died during setup.
     """
 
-    def __init__(self, n_workers: int, setup_kwargs: dict, train_images: np.ndarray, train_labels: np.ndarray,
-                 shards: list[np.ndarray], *, torch_threads: int = 1, num_cpus: float = 1):
-        import ray
-
+    def __init__(self, n_workers: int, *, torch_threads: int = 1, num_cpus: float = 1):
         from gcsim.real.worker import remote_worker_class
 
         cls = remote_worker_class()
         self.n = int(n_workers)
-        self.actors = [cls.options(num_cpus=num_cpus, name=None).remote(w, torch_threads) for w in range(self.n)]
+        self.actors = [cls.options(num_cpus=num_cpus).remote(w, torch_threads) for w in range(self.n)]
+        self.info: list[dict] = []
+
+    def setup(self, setup_kwargs: dict, train_images: np.ndarray, train_labels: np.ndarray,
+              shards: list[np.ndarray]) -> list[dict]:
+        """(Re)configure every actor: scheme, model and the data of the partitions it holds.
+
+        Args:
+            setup_kwargs: keyword arguments of :meth:`GradientWorker.setup` except the data.
+            train_images, train_labels: the training set, put once into the object store; each actor
+                copies the shards of the partitions it holds.
+            shards: partition -> training-set indices.
+        Returns:
+            per actor the dict :meth:`GradientWorker.setup` returns.
+        Raises:
+            RunFailedError: an actor died or failed during setup.
+        """
+        import ray
+
         images_ref, labels_ref = ray.put(train_images), ray.put(train_labels)
         shard_map = {j: idx for j, idx in enumerate(shards)}
         try:
-            self.info = ray.get([a.setup.remote(images_ref, labels_ref, shard_map, **setup_kwargs) for a in self.actors])
+            self.info = ray.get([a.setup.remote(images_ref, labels_ref, shard_map, **setup_kwargs)
+                                 for a in self.actors])
         except ray.exceptions.RayError as e:
-            self.shutdown()
             raise RunFailedError(f"worker setup failed: {type(e).__name__}: {str(e).splitlines()[0]}") from None
         finally:
             del images_ref, labels_ref
+        return self.info
 
     def kill(self, worker: int) -> None:
         """Kill one actor for good (fault injection; it becomes a dead worker)."""

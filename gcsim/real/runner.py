@@ -154,7 +154,8 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
 
     Args:
         cfg: the run options.
-        scenario: the narrowed :class:`gcsim.scenario.Scenario` (stragglers; written as config.yaml).
+        scenario: the narrowed :class:`gcsim.scenario.Scenario` (stragglers; written as config.yaml
+            with ``workload.gradient_bytes`` / ``model_bytes`` set to this run's message sizes).
         out_dir: run directory (default :func:`default_run_dir`); must not hold a run already.
         progress: show a tqdm bar on stderr.
         hooks: optional :class:`RunHooks`.
@@ -165,9 +166,19 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
         RunFailedError: the run had to stop (status ``failed``, checkpoint written).
         RunDirError: ``out_dir`` already holds a run.
     """
+    from gcsim.real.data import require_prepared
+    from gcsim.real.model import build_model, num_parameters
+
+    require_prepared(cfg.data_dir)
     run = RealRunDir(out_dir if out_dir is not None else default_run_dir(cfg.scheme))
     if (run.path / "real.yaml").exists():
         raise RunDirError(f"{run.path}: already holds a run (use --resume {run.path} to continue it)")
+    # the message sizes of this run (what the simulator should charge for them)
+    n_params = num_parameters(build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype))
+    item = {"float32": 4, "float64": 8}
+    workload = scenario.workload.model_copy(update={"gradient_bytes": float(n_params * item[cfg.payload_dtype]),
+                                                    "model_bytes": float(n_params * item[cfg.dtype])})
+    scenario = scenario.model_copy(update={"workload": workload})
     run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
     return _execute(run, cfg, scenario, checkpoint=None, progress=progress, hooks=hooks)
 
@@ -281,13 +292,17 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
 
     with _StopFlag() as stop, ray_session(cfg):
         total_cpus = float(ray.cluster_resources().get("CPU", cfg.n_workers))
-        pool = WorkerPool(
-            cfg.n_workers,
-            dict(scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, scheme_seed=cfg.scheme_seed,
-                 model=cfg.model, model_seed=cfg.seed, dtype=cfg.dtype, payload_dtype=cfg.payload_dtype,
-                 batch_size=cfg.batch_size, sampler_seed=cfg.seed, cancel_poll_s=cfg.cancel_poll_s),
-            train_x, train_y, shards, torch_threads=cfg.torch_threads,
-            num_cpus=min(1.0, total_cpus / cfg.n_workers))
+        pool = WorkerPool(cfg.n_workers, torch_threads=cfg.torch_threads,
+                          num_cpus=min(1.0, total_cpus / cfg.n_workers))
+        try:
+            pool.setup(dict(scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, scheme_seed=cfg.scheme_seed,
+                            model=cfg.model, model_seed=cfg.seed, dtype=cfg.dtype, payload_dtype=cfg.payload_dtype,
+                            batch_size=cfg.batch_size, sampler_seed=cfg.seed, cancel_poll_s=cfg.cancel_poll_s),
+                       train_x, train_y, shards)
+        except BaseException as e:
+            pool.shutdown()
+            run.write_status("failed", reason=str(e), iterations_done=start_it, **status_common)
+            raise
         offset = float(checkpoint.get("time_offset_s", 0.0)) if checkpoint else 0.0
         if prior_it is not None and len(prior_it):
             offset = max(offset, float(prior_it["end_s"].max()))

@@ -1,0 +1,181 @@
+"""End-to-end real runs on a tiny CIFAR-10-layout data set written to disk (one Ray start).
+
+Trace files in the gcsim/trace.py schema (the simulator's), injected delays equal to the scenario's
+straggler draws, dead workers (up to s: keep going; s+1: clean failure, then --resume), Ctrl-C
+(clean stop at a checkpoint, then --resume).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pandas as pd
+import pytest
+import ray
+import yaml
+from PIL import Image
+
+from gcsim.cli import main
+from gcsim.compare.rundir import read_run_dir
+from gcsim.errors import RunFailedError
+from gcsim.real.config import resolve_config
+from gcsim.real.data import CIFAR10_CLASSES, prepare_from_image_folder
+from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
+from gcsim.real.runner import RunHooks, resume_real, run_real
+from gcsim.scenario import load_scenario
+from gcsim.stragglers import StragglerProcess
+from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS
+
+N, ITERS, SEED = 4, 6, 5
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("real")
+    rng = np.random.default_rng(1)
+    for split, per_class in (("train", 8), ("test", 3)):
+        for name in CIFAR10_CLASSES:
+            d = root / "src" / split / name
+            d.mkdir(parents=True)
+            for i in range(per_class):
+                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(d / f"{i}.png")
+    prepare_from_image_folder(root / "src", root / "data")
+    scenario = {
+        "name": "tiny", "n_workers": N, "iterations": ITERS, "seed": SEED,
+        "schemes": [{"name": "gc-fr", "s": 1}, {"name": "uncoded"}],
+        "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
+        "stragglers": {"delay": {"dist": "bimodal", "p": 0.3, "delay": 0.3}},
+        "policy": "cancel",
+    }
+    (root / "tiny.yaml").write_text(yaml.safe_dump(scenario))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield root
+    ray.shutdown()
+
+
+def _config(env, **over):
+    opts = dict(batch_size=16, eval_every=3, checkpoint_every=3, data_dir=str(env / "data"))
+    opts.update(over)
+    return resolve_config("gc-fr", env / "tiny.yaml", **opts)
+
+
+def _csv_header(path):
+    return list(pd.read_csv(path, nrows=0).columns)
+
+
+def test_run_writes_the_trace_format(env):
+    cfg, scenario = _config(env)
+    res = run_real(cfg, scenario, env / "run1", progress=False)
+    assert res.status == "finished" and res.iterations_done == ITERS
+    run = read_run_dir(env / "run1")  # the comparator's reader validates the whole directory
+    assert run.executor == "real" and run.schemes == ["gc-fr"] and run.n_workers == N
+    assert _csv_header(env / "run1" / "iterations.csv") == ITERATION_COLUMNS
+    assert _csv_header(env / "run1" / "workers.csv") == WORKER_COLUMNS
+    assert _csv_header(env / "run1" / "summary.csv") == SUMMARY_COLUMNS
+    assert _csv_header(env / "run1" / "metrics.csv") == METRICS_COLUMNS
+    it, wk = run.iterations, run.workers
+    assert it.iteration.tolist() == list(range(ITERS)) and len(wk) == ITERS * N
+    # the simulator writes the same columns for the same scenario
+    from gcsim.sim.engine import simulate
+
+    sim = simulate(load_scenario(env / "run1" / "config.yaml"), iterations=2)
+    assert list(sim.iterations.columns) == list(it.columns) and list(sim.workers.columns) == list(wk.columns)
+    assert set(wk.status) <= {"arrived", "late", "cancelled", "dead"}
+    # injected delays are exactly the scenario's straggler draws (paired with the simulator)
+    proc = StragglerProcess(scenario.stragglers, N, SEED)
+    for t in range(ITERS):
+        rows = wk[wk.iteration == t].sort_values("worker")
+        np.testing.assert_allclose(rows.delay_s.to_numpy(), proc.draw(t).delay_s)
+    assert (wk.delay_s > 0).any()
+    # timestamps are consistent: dispatch <= start; start + delay + compute <= send <= arrival
+    arr = wk[wk.status == "arrived"]
+    assert (arr.compute_start_s >= arr.dispatch_s - 1e-3).all()
+    assert (arr.send_s >= arr.compute_start_s + arr.delay_s + arr.compute_s - 1e-3).all()
+    assert (arr.arrival_s >= arr.send_s - 1e-3).all()
+    assert (wk[wk.used].status == "arrived").all()
+    assert it.set_index("iteration").n_used.equals(wk[wk.used].groupby("iteration").size())
+    assert (it.decodable_s >= it.start_s).all() and (it.end_s >= it.decodable_s).all()
+    assert (it.start_s.to_numpy()[1:] >= it.end_s.to_numpy()[:-1]).all()
+    # metrics, checkpoint, status, config
+    mt = pd.read_csv(env / "run1" / "metrics.csv")
+    assert mt.iteration.tolist() == [2, 5] and mt.test_accuracy.between(0, 1).all()
+    assert RealRunDir(env / "run1").load_checkpoint()["next_iteration"] == ITERS
+    assert run.status["status"] == "finished"
+    cfg_back = load_scenario(env / "run1" / "config.yaml")
+    assert cfg_back.n_workers == N and [s.name for s in cfg_back.schemes] == ["gc-fr"]
+    assert cfg_back.workload.gradient_bytes == 188810 * 4  # this run's real message size
+
+
+def test_up_to_s_dead_workers_do_not_stop_the_run(env):
+    def kill_one(it, pool):
+        if it == 2:
+            pool.kill(1)
+
+    cfg, scenario = _config(env)
+    res = run_real(cfg, scenario, env / "run2", progress=False, hooks=RunHooks(after_dispatch=kill_one))
+    assert res.status == "finished" and res.iterations_done == ITERS
+    wk = read_run_dir(env / "run2").workers
+    dead = wk[(wk.worker == 1) & (wk.iteration >= 2)]
+    assert (dead.status == "dead").all() and not dead.used.any() and len(dead) == ITERS - 2
+    assert not (wk[wk.worker != 1].status == "dead").any()
+
+
+def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
+    def kill_two(it, pool):
+        if it == 3:
+            pool.kill(0)
+            pool.kill(2)
+
+    cfg, scenario = _config(env)
+    with pytest.raises(RunFailedError, match=r"iteration 3: 2 workers lost .* more than the s=1"):
+        run_real(cfg, scenario, env / "run3", progress=False, hooks=RunHooks(after_dispatch=kill_two))
+    rd = RealRunDir(env / "run3")
+    status = rd.read_status()
+    assert status["status"] == "failed" and "2 workers lost" in status["reason"]
+    assert rd.load_checkpoint()["next_iteration"] == 3
+    assert pd.read_csv(env / "run3" / "iterations.csv").iteration.tolist() == [0, 1, 2]
+    assert not (env / "run3" / "meta.json").exists()  # the comparator skips it until it finishes
+
+    # resume with fresh workers; a Ctrl-C in iteration 4 stops it cleanly at a checkpoint ...
+    def interrupt(it, pool):
+        if it == 4:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    res = resume_real(env / "run3", progress=False, hooks=RunHooks(after_dispatch=interrupt))
+    assert res.status == "interrupted" and res.iterations_done == 4
+    assert rd.read_status()["status"] == "interrupted"
+    assert rd.load_checkpoint()["next_iteration"] == 4
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    # ... and a second resume finishes the run
+    res = resume_real(env / "run3", progress=False)
+    assert res.status == "finished" and res.iterations_done == ITERS
+    run = read_run_dir(env / "run3")
+    assert run.iterations.iteration.tolist() == list(range(ITERS))
+    assert len(run.workers) == ITERS * N and not (run.workers.status == "dead").any()
+    assert (run.iterations.start_s.diff().dropna() > 0).all()
+    assert run.status["status"] == "finished" and run.status["sessions"] == 3
+
+
+def test_cli_real_run_and_errors(env, capsys):
+    out = env / "run5"
+    rc = main(["real", "--scheme", "gc-fr", "--scenario", str(env / "tiny.yaml"), "--iterations", "2",
+               "--batch-size", "8", "--data-dir", str(env / "data"), "--out", str(out), "--no-progress"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "status: finished, iterations: 2" in text and "iteration time (s): mean" in text
+    assert len(read_run_dir(out).iterations) == 2
+    # missing data: one line telling how to prepare it, no run directory left behind
+    rc = main(["real", "--scheme", "gc-fr", "--scenario", str(env / "tiny.yaml"),
+               "--data-dir", str(env / "nodata"), "--out", str(env / "run6")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "gcsim data prepare --source /path/to/cifar10-jpeg.zip" in err[0]
+    assert not (env / "run6").exists()
+    # bad scheme parameters: one line naming the options
+    rc = main(["real", "--scheme", "gc-fr", "--s", "2", "--scenario", str(env / "tiny.yaml"),
+               "--data-dir", str(env / "data")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("gcsim: error: --scheme/--workers/--s/--m:")
+    rc = main(["real", "--scheme", "nope", "--scenario", str(env / "tiny.yaml")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("gcsim: error: --scheme: expected one of") and "got 'nope'" in err
