@@ -110,7 +110,7 @@ def _break_columns(d):
 
 
 def _break_status(d):
-    (d / "status.json").write_text(json.dumps({"state": "running"}))
+    (d / "status.json").write_text(json.dumps({"status": "running", "iterations_done": 3}))  # gcsim real format
 
 
 def _break_config(d):
