@@ -71,3 +71,12 @@ def test_cli_console_script_exit_2_without_traceback():
     # click usage error (missing --s) also exits 2
     proc = subprocess.run([str(exe), "schemes", "check", "gc-fr", "--n", "8"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "--s" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["gc-cr", "uncoded", "cce-cr"])
+def test_negative_seed_is_a_scheme_error_not_a_numpy_traceback(name, capsys):
+    with pytest.raises(SchemeError, match=r"seed: expected an integer >= 0, got -1"):
+        make_scheme(name, n=4, s=0, seed=-1)
+    assert main(["schemes", "check", name, "--n", "4", "--s", "0", "--seed", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err == "gcsim: error: seed: expected an integer >= 0, got -1\n"

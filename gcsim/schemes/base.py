@@ -108,6 +108,11 @@ class Scheme:
         constraints: one-line human statement of the parameter constraints.
         reference: paper and section the construction follows.
 
+    Args:
+        n: workers (integer >= 1); s: stragglers tolerated (integer, ``0 <= s < n``); m: communication
+            reduction (integer >= 1; must be 1 unless ``uses_m``); seed: construction seed (integer >= 0,
+            used by randomized constructions such as ``gc-cr``).
+
     Raises:
         SchemeError: on parameters the scheme refuses (message names the parameter, the allowed
             values and the given value).
@@ -130,6 +135,7 @@ class Scheme:
         self._check_int("n", n, 1)
         self._check_int("s", s, 0)
         self._check_int("m", m, 1)
+        self._check_int("seed", seed, 0)
         if s >= n:
             raise SchemeError.param(self.name, "s", f"0 <= s < n={n}", s)
         if m != 1 and not self.uses_m:
