@@ -80,3 +80,33 @@ def test_negative_seed_is_a_scheme_error_not_a_numpy_traceback(name, capsys):
     assert main(["schemes", "check", name, "--n", "4", "--s", "0", "--seed", "-1"]) == 2
     err = capsys.readouterr().err
     assert err == "gcsim: error: seed: expected an integer >= 0, got -1\n"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--n", "abc", "--s", "1"], "gcsim: error: --n: expected an integer, got 'abc'\n"),
+    (["--n", "6", "--s", "1.5"], "gcsim: error: --s: expected an integer, got '1.5'\n"),
+    (["--n", "6", "--s", "1", "--samples", "x"], "gcsim: error: --samples: expected an integer, got 'x'\n"),
+])
+def test_cli_non_integer_option_is_one_line(args, message, capsys):
+    assert main(["schemes", "check", "gc-cr", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == message and captured.out == ""
+
+
+def test_cli_out_of_memory_is_one_line_naming_n(monkeypatch, capsys):
+    import gcsim.cli.schemes_cmd as cmd
+
+    def too_big(*a, **k):
+        raise MemoryError("Unable to allocate 298. GiB")
+    monkeypatch.setattr(cmd, "make_scheme", too_big)
+    assert main(["schemes", "check", "uncoded", "--n", "200000", "--s", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gcsim: error: scheme uncoded: n: expected ") and err.endswith(
+        "got 200000 (out of memory)\n"), err
+
+
+def test_schemes_list_is_an_alias_of_the_listing(capsys):
+    assert main(["schemes"]) == 0
+    listing = capsys.readouterr().out
+    assert main(["schemes", "list"]) == 0
+    assert capsys.readouterr().out == listing and "cce-cr" in listing

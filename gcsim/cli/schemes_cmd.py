@@ -1,6 +1,6 @@
 """``gcsim schemes``: list the gradient-coding schemes, or verify one decodes every straggler pattern.
 
-    gcsim schemes
+    gcsim schemes            (or: gcsim schemes list)
     gcsim schemes check gc-cr --n 10 --s 2 [--m 1] [--seed 0] [--max-patterns 100000] [--samples 2000]
 
 ``check`` exits 0 when every checked pattern decodes, 1 on the first failing pattern (printed),
@@ -13,6 +13,8 @@ import math
 
 import click
 
+from gcsim.cli.options import IntOption
+from gcsim.errors import SchemeError
 from gcsim.schemes import make_scheme, scheme_class, scheme_names
 
 
@@ -23,17 +25,33 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def scheme_listing() -> str:
+    """The table ``gcsim schemes`` prints: name, exact?, uses m?, constraints, reference."""
+    rows = [["name", "exact", "uses m", "constraints", "reference"]]
+    for name in scheme_names():
+        cls = scheme_class(name)
+        rows.append([name, "yes" if cls.exact else "no", "yes" if cls.uses_m else "no", cls.constraints, cls.reference])
+    return _table(rows)
+
+
 @click.group(name="schemes", invoke_without_command=True)
 @click.pass_context
 def command(ctx: click.Context) -> None:
     """List the gradient-coding schemes (name, exact?, uses m?, constraints, reference)."""
     if ctx.invoked_subcommand is not None:
         return
-    rows = [["name", "exact", "uses m", "constraints", "reference"]]
-    for name in scheme_names():
-        cls = scheme_class(name)
-        rows.append([name, "yes" if cls.exact else "no", "yes" if cls.uses_m else "no", cls.constraints, cls.reference])
-    click.echo(_table(rows))
+    click.echo(scheme_listing())
+
+
+@command.command(name="list")
+def list_schemes() -> None:
+    """List the gradient-coding schemes (same as plain `gcsim schemes`)."""
+    click.echo(scheme_listing())
+
+
+class _GivenLabel(str):
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _fmt(x: float) -> str:
@@ -42,21 +60,26 @@ def _fmt(x: float) -> str:
 
 @command.command(name="check")
 @click.argument("name")
-@click.option("--n", "n", type=int, required=True, help="number of workers")
-@click.option("--s", "s", type=int, required=True, help="stragglers tolerated")
-@click.option("--m", "m", type=int, default=1, show_default=True, help="communication reduction (cce-* only)")
-@click.option("--seed", type=int, default=0, show_default=True, help="construction seed (gc-cr) and check seed")
-@click.option("--max-patterns", type=int, default=100_000, show_default=True,
+@click.option("--n", "n", type=IntOption(), required=True, help="number of workers")
+@click.option("--s", "s", type=IntOption(), required=True, help="stragglers tolerated")
+@click.option("--m", "m", type=IntOption(), default=1, show_default=True, help="communication reduction (cce-* only)")
+@click.option("--seed", type=IntOption(), default=0, show_default=True, help="construction seed (gc-cr) and check seed")
+@click.option("--max-patterns", type=IntOption(), default=100_000, show_default=True,
               help="enumerate a straggler-set size exhaustively while C(n, size) is at most this")
-@click.option("--samples", type=int, default=2000, show_default=True,
+@click.option("--samples", type=IntOption(), default=2000, show_default=True,
               help="random straggler sets per size beyond --max-patterns")
 @click.pass_context
 def check(ctx: click.Context, name: str, n: int, s: int, m: int, seed: int, max_patterns: int, samples: int) -> None:
     """Verify scheme NAME decodes every straggler pattern of size <= s."""
     from gcsim.schemes.verify import verify_scheme
 
-    scheme = make_scheme(name, n=n, s=s, m=m, seed=seed)
-    r = verify_scheme(scheme, max_patterns=max_patterns, samples=samples, seed=seed)
+    try:
+        scheme = make_scheme(name, n=n, s=s, m=m, seed=seed)
+        r = verify_scheme(scheme, max_patterns=max_patterns, samples=samples, seed=seed)
+    except MemoryError:
+        # the schemes hold dense (n x n) coefficients: a huge n cannot be built
+        raise SchemeError.param(name, "n", "a number of workers whose n x n encoding fits in memory",
+                                _GivenLabel(f"{n} (out of memory)")) from None
     how = []
     if r.exhaustive_sizes:
         how.append(f"all sets of size {', '.join(map(str, r.exhaustive_sizes))}")
