@@ -185,7 +185,9 @@ class ScipySpec(BaseModel):
         for key, val in params.items():
             if key not in allowed:
                 raise SpecFieldError(key, f"a parameter of {name} ({', '.join(allowed)})", _GivenRepr(f"unknown key {key!r}"))
-            if isinstance(val, bool) or not isinstance(val, (int, float)):
+            if isinstance(val, bool):
+                raise SpecFieldError(key, "a number", val)
+            if not isinstance(val, (int, float)):
                 try:
                     val = float(val)
                 except (TypeError, ValueError):
@@ -255,11 +257,34 @@ def _read_empirical_column(file: str, column: str) -> np.ndarray:
         raise SpecFieldError("file", "a readable CSV file", f"{file} ({type(e).__name__})") from None
     if column not in df.columns:
         raise SpecFieldError("column", f"one of the columns of {Path(file).name} ({', '.join(map(str, df.columns))})", column)
-    vals = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=np.float64)
-    if len(vals) == 0 or not np.all(np.isfinite(vals)) or np.any(vals < 0):
-        raise SpecFieldError("column", f"a non-empty column of finite seconds >= 0 in {Path(file).name}", column)
+    raw = df[column]
+    vals = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+    problem = _column_problem(raw.to_numpy(dtype=object), vals)
+    if problem is not None:
+        raise SpecFieldError("column", f"a non-empty column of finite seconds >= 0 in {Path(file).name}",
+                             _GivenRepr(f"column {column!r} with {problem}"))
     vals.setflags(write=False)
     return vals
+
+
+def _column_problem(raw: np.ndarray, vals: np.ndarray) -> str | None:
+    """What makes a column of measured seconds unusable (None if nothing): no rows, or the first bad
+    cell (empty, non-numeric, non-finite, negative) with its line in the file (header = line 1)."""
+    if len(vals) == 0:
+        return "no rows"
+    bad = np.flatnonzero(~np.isfinite(vals) | (vals < 0))
+    if len(bad) == 0:
+        return None
+    i = int(bad[0])
+    line = i + 2
+    cell = raw[i]
+    if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+        return f"an empty cell on line {line}"
+    if math.isnan(vals[i]):
+        return f"non-numeric value {str(cell)!r} on line {line}"
+    if not math.isfinite(vals[i]):
+        return f"non-finite value {vals[i]} on line {line}"
+    return f"negative value {vals[i]:g} on line {line}"
 
 
 # ============================================================================ samplers

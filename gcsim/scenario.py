@@ -142,6 +142,8 @@ class Scenario(_Model):
                                  _GivenLabel(f"{len(ws)} factors"))
         seen: set[str] = set()
         for i, spec in enumerate(self.schemes):
+            if spec.label is not None:
+                check_label(spec, f"schemes.{i}.label")
             if spec.key in seen:
                 raise SpecFieldError(f"schemes.{i}.{'label' if spec.label else 'name'}",
                                      "a name not listed before (set 'label' to run a scheme twice)", spec.key)
@@ -161,6 +163,20 @@ class Scenario(_Model):
     def to_yaml(self) -> str:
         """The resolved scenario as YAML text."""
         return yaml.safe_dump(self.resolved(), sort_keys=False, default_flow_style=None, width=100)
+
+
+def check_label(spec: SchemeSpec, field: str) -> None:
+    """A label names a scheme in outputs and in ``--schemes a,b``: it must be a plain name (letters,
+    digits, '_', '.', '-') and not the CLI name of another scheme (``uncoded`` is the speedup baseline).
+    Raises SpecFieldError naming ``field``."""
+    from gcsim.schemes import scheme_names
+
+    label = spec.label
+    allowed = "a name of letters, digits, '_', '.', '-' that is not another scheme's name"
+    if not isinstance(label, str) or not _NAME_RE.match(label):
+        raise SpecFieldError(field, allowed, label)
+    if label != spec.name and label in scheme_names():
+        raise SpecFieldError(field, allowed, label)
 
 
 def check_scheme(spec: SchemeSpec, n_workers: int, field: str) -> None:
@@ -195,7 +211,9 @@ def load_scenario(path: str | Path) -> Scenario:
     if not p.is_file():
         raise ConfigError("scenario", "an existing YAML file", str(path))
     try:
-        data = yaml.safe_load(p.read_text())
+        text = p.read_text()
+        _check_unique_keys(yaml.compose(text, Loader=yaml.SafeLoader))
+        data = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError("scenario", "a readable YAML file", f"{path} ({type(e).__name__})") from None
     except yaml.YAMLError as e:
@@ -205,8 +223,35 @@ def load_scenario(path: str | Path) -> Scenario:
     return validate_scenario(data, base_dir=p.parent)
 
 
+def _check_unique_keys(node: Any, path: tuple = (), _seen: set | None = None) -> None:
+    """Raise ConfigError at the first mapping key given twice (PyYAML would silently keep the last).
+    Each node is visited once (aliases may share or even contain themselves)."""
+    seen = set() if _seen is None else _seen
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
+                key = key_node.value
+                if key in first_line:
+                    raise ConfigError(_join(list(path) + [key]), "a key given once",
+                                      _GivenLabel(f"{key!r} twice (lines {first_line[key]} and "
+                                                  f"{key_node.start_mark.line + 1})"))
+                first_line[key] = key_node.start_mark.line + 1
+                _check_unique_keys(value_node, path + (key,), seen)
+            else:
+                _check_unique_keys(value_node, path, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_unique_keys(item, path + (i,), seen)
+
+
 def validate_scenario(data: Any, base_dir: str | Path | None = None) -> Scenario:
     """Validate already-parsed scenario data. Raises ConfigError (see :func:`load_scenario`)."""
+    if data is None:
+        raise ConfigError("scenario", "a YAML mapping of scenario fields", _GivenLabel("an empty document"))
     if not isinstance(data, dict):
         raise ConfigError("scenario", "a YAML mapping of scenario fields", type(data).__name__)
     try:
@@ -288,8 +333,9 @@ def config_error_from_validation(exc: ValidationError, prefix: str | None = None
     if etype == "missing":
         return ConfigError(field, "a value (required field)", MISSING)
     if etype == "dist_kind":
-        return ConfigError(_join(path + ["dist"]), "a mapping with a 'dist' key naming the distribution",
-                           MISSING if isinstance(given, dict) else given)
+        if isinstance(given, dict):
+            given = given.get("dist", MISSING)
+        return ConfigError(_join(path + ["dist"]), "a mapping with a 'dist' key naming the distribution", given)
     if etype == "too_short":
         return ConfigError(field, f"at least {ctx.get('min_length', 1)} item(s)", given)
     msg = str(err.get("msg", "invalid value"))

@@ -98,3 +98,29 @@ def test_empirical_file_errors(tmp_path):
         parse_spec({"dist": "empirical", "file": "t.csv", "column": "secs"}, field="d", base_dir=tmp_path)
     with pytest.raises(ConfigError, match="d.column: expected a non-empty column of finite seconds >= 0"):
         parse_spec({"dist": "empirical", "file": "t.csv"}, field="d", base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"dist": "pareto", "b": True}, "delay.b: expected a number, got True"),
+    ({"dist": "expon", "scale": False}, "delay.scale: expected a number, got False"),
+    ({"dist": 3}, "delay.dist: expected a mapping with a 'dist' key naming the distribution, got 3"),
+    ({"dist": None}, "delay.dist: expected a mapping with a 'dist' key naming the distribution, got None"),
+])
+def test_bool_parameters_and_non_string_dist_are_reported_as_given(spec, message):
+    with pytest.raises(ConfigError) as e:
+        parse_spec(spec, field="delay")
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("content,given", [
+    ("worker,seconds\n", "column 'seconds' with no rows"),
+    ("worker,seconds\n0,0.5\n1,abc\n", "column 'seconds' with non-numeric value 'abc' on line 3"),
+    ("worker,seconds\n0,0.5\n1,-0.25\n", "column 'seconds' with negative value -0.25 on line 3"),
+    ("worker,seconds\n0,0.5\n1,inf\n", "column 'seconds' with non-finite value inf on line 3"),
+    ("worker,seconds\n0,0.5\n1,\n2,0.1\n", "column 'seconds' with an empty cell on line 3"),
+])
+def test_empirical_column_errors_say_what_is_wrong_on_which_line(content, given, tmp_path):
+    (tmp_path / "t.csv").write_text(content)
+    with pytest.raises(ConfigError) as e:
+        parse_spec({"dist": "empirical", "file": "t.csv"}, field="d", base_dir=tmp_path)
+    assert str(e.value) == f"d.column: expected a non-empty column of finite seconds >= 0 in t.csv, got {given}"

@@ -90,3 +90,46 @@ def test_load_errors(tmp_path):
         load_scenario(tmp_path / "e.yaml")
     (tmp_path / "x.csv").write_text("seconds\n0.1\n")
     assert isinstance(load_scenario(tmp_path / "e.yaml"), Scenario)  # relative to the scenario's folder
+
+
+def test_duplicate_yaml_keys_are_an_error_not_silently_overwritten(tmp_path):
+    # PyYAML keeps the last of two equal keys: a second `stragglers:` would silently drop the first
+    text = yaml.safe_dump(MINIMAL) + "stragglers: {delay: {dist: constant, value: 1}}\nstragglers: {}\n"
+    (tmp_path / "d.yaml").write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(tmp_path / "d.yaml")
+    msg = str(e.value)
+    assert msg.startswith("stragglers: expected a key given once, got 'stragglers' twice (lines ") and "\n" not in msg
+    (tmp_path / "n.yaml").write_text("name: a\nworkload: {compute: {dist: constant, value: 1, value: 2}}\n")
+    with pytest.raises(ConfigError, match=r"^workload.compute.value: expected a key given once, got 'value' twice"):
+        load_scenario(tmp_path / "n.yaml")
+
+
+@pytest.mark.parametrize("content", ["", "# only a comment\n", "---\n"])
+def test_empty_scenario_file_says_empty(content, tmp_path):
+    (tmp_path / "e.yaml").write_text(content)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(tmp_path / "e.yaml")
+    assert str(e.value) == "scenario: expected a YAML mapping of scenario fields, got an empty document"
+
+
+@pytest.mark.parametrize("label", ["a,b", "a b", "", "gc-fr"])
+def test_labels_must_be_selectable_names_not_other_schemes(label):
+    msg = _err(lambda d: d.update(schemes=[{"name": "gc-cr", "s": 1, "label": label}]))
+    assert msg.startswith("schemes.0.label: expected ") and msg.endswith(f"got {label!r}"), msg
+
+
+def test_label_uncoded_only_on_uncoded():
+    # speedup_vs_uncoded is taken from the row labelled `uncoded`: it must be the uncoded scheme
+    assert _err(lambda d: d.update(schemes=[{"name": "gc-cr", "s": 1, "label": "uncoded"}])).startswith(
+        "schemes.0.label: expected ")
+    sc = validate_scenario(dict(MINIMAL, schemes=[{"name": "uncoded", "label": "uncoded"}, {"name": "gc-cr", "s": 1,
+                                                                                           "label": "gc-cr_s1"}]))
+    assert [s.key for s in sc.schemes] == ["uncoded", "gc-cr_s1"]
+
+
+def test_self_referencing_yaml_alias_is_a_one_line_error(tmp_path):
+    text = yaml.safe_dump(dict(MINIMAL, n_workers=2)) + "stragglers:\n  worker_scale: &w [1, *w]\n"
+    (tmp_path / "r.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"^stragglers.worker_scale.1: expected a valid number"):
+        load_scenario(tmp_path / "r.yaml")
