@@ -128,7 +128,8 @@ def resolve_config(scheme: str, scenario_path: str | Path | None = None, **overr
         cfg = RealConfig.model_validate(values)
     except ValidationError as e:
         err = e.errors(include_url=False)[0]
-        field = "--" + ".".join(str(x) for x in err["loc"]).replace("_", "-")
+        name = ".".join(str(x) for x in err["loc"])
+        field = {"n_workers": "--workers"}.get(name, "--" + name.replace("_", "-"))
         raise ConfigError(field, str(err["msg"]).removeprefix("Input should be "), err.get("input")) from None
     try:
         sch = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed)

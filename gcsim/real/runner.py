@@ -207,11 +207,31 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
         scenario = load_scenario(run.path / "config.yaml")
     except ConfigError as e:
         raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
+    status = run.read_status() or {}
+    if status.get("status") == "running" and _process_alive(status.get("pid")):
+        raise RunDirError(f"{run.path / 'status.json'}: status: expected a stopped run, got 'running' "
+                          f"(process {status.get('pid')} is still alive)")
     checkpoint = run.load_checkpoint()
+    if int(checkpoint["next_iteration"]) >= cfg.iterations:
+        raise RunDirError(f"{run.path}: iterations: expected more than the {checkpoint['next_iteration']} already "
+                          f"done, got {cfg.iterations} (pass --iterations to extend the run)")
     if iterations is not None:
         scenario = scenario.model_copy(update={"iterations": cfg.iterations})
         run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
     return _execute(run, cfg, scenario, checkpoint=checkpoint, progress=progress, hooks=hooks)
+
+
+def _process_alive(pid) -> bool:
+    """True when ``pid`` is a live process on this machine other than this one."""
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _load_data(cfg: RealConfig):
@@ -246,6 +266,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     status_common = {"scheme": cfg.scheme, "iterations_total": cfg.iterations, "sessions": sessions,
                      "session_started_utc": started_utc}
     run.write_status("running", iterations_done=start_it, **status_common)
+    (run.path / "meta.json").unlink(missing_ok=True)  # complete again only when this session finishes
 
     try:
         train_x, train_y, test_x, test_y = _load_data(cfg)

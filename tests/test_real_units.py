@@ -1,0 +1,109 @@
+"""Real-executor building blocks without Ray: models and flat gradients, partition sampling,
+run-option resolution, data download refusal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from gcsim.errors import ConfigError, DataError
+from gcsim.real import data
+from gcsim.real.config import default_scenario_path, resolve_config
+from gcsim.real.model import (build_model, get_flat_grad, get_flat_weights, num_parameters, set_flat_grad,
+                              set_flat_weights, slice_gradient)
+from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes
+
+
+def _batch(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, n).astype(np.int64)
+
+
+@pytest.mark.parametrize("name, n_params", [("small-cnn", 188810), ("resnet18", 11173962)])
+def test_slice_gradients_sum_to_the_batch_gradient(name, n_params):
+    """No batch statistics (small CNN has no norm layer, resnet18 uses GroupNorm): the gradients of
+    the slices of a mini-batch sum exactly to the mini-batch gradient."""
+    model = build_model(name, seed=1, dtype="float64")
+    assert num_parameters(model) == n_params
+    x, y = _batch(6 if name == "small-cnn" else 3)
+    full, loss = slice_gradient(model, x, y, len(y))
+    cut = 2 if name == "small-cnn" else 1
+    g1, _ = slice_gradient(model, x[:cut], y[:cut], len(y))
+    g2, _ = slice_gradient(model, x[cut:], y[cut:], len(y))
+    assert np.max(np.abs(g1 + g2 - full)) <= 1e-12 * np.max(np.abs(full))
+    assert np.isfinite(loss) and loss > 0
+
+
+def test_flat_weights_and_gradients_round_trip():
+    a = build_model("small-cnn", seed=1)
+    b = build_model("small-cnn", seed=2)
+    wa = get_flat_weights(a)
+    assert wa.shape == (188810,) and wa.dtype == np.float32
+    assert not np.array_equal(wa, get_flat_weights(b))
+    set_flat_weights(b, wa)
+    assert np.array_equal(get_flat_weights(b), wa)
+    g = np.arange(wa.size, dtype=np.float32)
+    set_flat_grad(b, g)
+    assert np.array_equal(get_flat_grad(b), g)
+    with pytest.raises(ValueError, match="expected length 188810"):
+        set_flat_grad(b, np.zeros(wa.size + 1))
+    # the same seed gives the same initial model (master and workers agree without sending it)
+    assert np.array_equal(get_flat_weights(build_model("small-cnn", seed=1)), wa)
+    # building a model leaves the global torch RNG alone
+    torch.manual_seed(7)
+    before = torch.rand(1)
+    torch.manual_seed(7)
+    build_model("small-cnn", seed=3)
+    assert torch.equal(torch.rand(1), before)
+
+
+def test_sampling_shards_and_slices():
+    shards = shard_indices(103, 6, seed=4)
+    allidx = np.concatenate(shards)
+    assert sorted(allidx.tolist()) == list(range(103)) and [len(s) for s in shards] == [18, 17, 17, 17, 17, 17]
+    assert slice_sizes(26, 6).tolist() == [5, 5, 4, 4, 4, 4]
+    p = slice_positions(17, 5, seed=4, iteration=9, partition=2)
+    assert len(set(p.tolist())) == 5 and p.max() < 17
+    assert np.array_equal(p, slice_positions(17, 5, seed=4, iteration=9, partition=2))
+    assert not np.array_equal(p, slice_positions(17, 5, seed=4, iteration=10, partition=2))
+    with pytest.raises(ConfigError, match="batch_size: expected at most 17"):
+        slice_positions(17, 18, seed=4, iteration=0, partition=0)
+    with pytest.raises(ConfigError, match="training images: expected at least one per partition"):
+        shard_indices(3, 6, seed=0)
+
+
+def test_resolve_config_takes_defaults_from_the_scenario(tmp_path):
+    cfg, scenario = resolve_config("cce-fr")  # scenarios/real_default.yaml
+    assert (cfg.n_workers, cfg.s, cfg.m, cfg.iterations, cfg.policy) == (6, 1, 2, 200, "cancel")
+    assert [s.name for s in scenario.schemes] == ["cce-fr"] and scenario.seed == cfg.seed
+    cfg, scenario = resolve_config("gc-fr", n_workers=4, s=1, iterations=7, policy="carry-over")
+    assert (cfg.n_workers, cfg.s, cfg.m, cfg.iterations) == (4, 1, 1, 7)
+    assert scenario.n_workers == 4 and scenario.iterations == 7 and scenario.policy == "carry-over"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(scheme="nope"), r"--scheme: expected one of .*got 'nope'"),
+    (dict(scheme="cce-fr", m=3), r"--scheme/--workers/--s/--m: expected parameters the scheme accepts"),
+    (dict(scheme="gc-fr", n_workers=0), r"--workers: expected greater than or equal to 1, got 0"),
+    (dict(scheme="gc-fr", batch_size=-3), r"--batch-size: expected greater than or equal to 1, got -3"),
+])
+def test_resolve_config_errors_name_the_option(kwargs, match):
+    scheme = kwargs.pop("scheme")
+    with pytest.raises(ConfigError, match=match):
+        resolve_config(scheme, **kwargs)
+
+
+def test_worker_scale_must_match_workers(tmp_path):
+    sc = yaml.safe_load(default_scenario_path().read_text())
+    sc["stragglers"]["worker_scale"] = [1.0] * 6
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    with pytest.raises(ConfigError, match=r"--workers: expected 6 \(the scenario's stragglers.worker_scale"):
+        resolve_config("gc-fr", tmp_path / "s.yaml", n_workers=4)
+
+
+def test_download_without_network_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "network_available", lambda *a, **k: False)
+    with pytest.raises(DataError, match=r"download: expected network access .*--source"):
+        data.download_cifar10(tmp_path)
