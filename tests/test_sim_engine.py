@@ -147,3 +147,39 @@ def test_same_seed_same_frames_different_seed_differs():
     a, b, c = simulate(sc), simulate(sc), simulate(sc, seed=1)
     assert a.workers.equals(b.workers) and a.iterations.equals(b.iterations)
     assert not np.allclose(a.iterations.duration_s, c.iterations.duration_s)
+
+
+def test_huge_but_valid_iterations_are_refused_before_any_work():
+    # 10**12 iterations would need ~10**13 worker rows in memory: refuse at once, naming the bound
+    sc = validate_scenario(_base(iterations=10**12, n_workers=4, schemes=[{"name": "uncoded"}, {"name": "gc-fr", "s": 1}]))
+    with pytest.raises(ConfigError) as e:
+        simulate(sc)
+    msg = str(e.value)
+    assert msg.startswith("iterations: expected at most 1250000 for n_workers=4 and 2 schemes (") and \
+        msg.endswith("got 1000000000000") and "\n" not in msg
+    with pytest.raises(ConfigError, match=r"^iterations: expected at most 1250000 "):
+        simulate(validate_scenario(_base(n_workers=4, schemes=[{"name": "uncoded"}, {"name": "gc-fr", "s": 1}])),
+                 iterations=1_250_001)
+
+
+@pytest.mark.parametrize("field,over", [
+    ("stragglers.delay", {"stragglers": {"delay": {"dist": "expon", "loc": 1e308, "scale": 1e308}}}),
+    ("workload.compute", {"workload": {"gradient_bytes": 0, "compute": {"dist": "expon", "loc": 1e308, "scale": 1e308}}}),
+    ("master.decode_s", {"master": {"decode_s": {"dist": "expon", "loc": 1e308, "scale": 1e308}}}),
+])
+def test_draws_overflowing_to_inf_are_an_error_not_nan_results(field, over):
+    with np.errstate(all="ignore"):
+        with pytest.raises(ConfigError) as e:
+            simulate(validate_scenario(_base(**over)))
+    assert str(e.value).startswith(f"{field}: expected a distribution whose draws are finite seconds, got inf (iteration ")
+
+
+def test_run_too_long_for_float64_time_is_an_error():
+    # a 1e12 s delay: later iterations' durations would be differences of ~1e12 s instants, whose float64
+    # spacing (1.2e-4 s) swamps the 0.1 s compute
+    over = {"stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 1e12}}, "iterations": 20}
+    with pytest.raises(ConfigError) as e:
+        simulate(validate_scenario(_base(**over)))
+    msg = str(e.value)
+    assert msg.startswith("stragglers.delay: expected draws that keep the simulated run under 8.59e+09 s") and \
+        "got a run of " in msg and "\n" not in msg

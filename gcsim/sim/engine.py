@@ -45,6 +45,12 @@ from gcsim.schemes import Scheme
 from gcsim.stragglers import DrawBlock, StragglerProcess, master_rng
 from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize
 
+#: Most (iteration, worker, scheme) rows one run may produce: they are all held in memory (~0.5 KB
+#: each at the peak, while workers.csv is written) and written to workers.csv (~90 bytes each).
+MAX_WORKER_ROWS = 10_000_000
+#: Longest simulated run (seconds): 2**33 s, where float64 instants still resolve 2**-19 s (< 2 µs).
+MAX_RUN_S = float(2**33)
+
 _ARRIVED, _LATE, _CANCELLED = 0, 1, 2
 _STATUS = np.array(["arrived", "late", "cancelled"])
 
@@ -111,10 +117,14 @@ def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterat
     Returns:
         :class:`SimResult` (DataFrames in the :mod:`gcsim.trace` format; times in seconds).
     Raises:
-        ConfigError: bad overrides. SchemeError: a scheme cannot decode even with every message.
+        ConfigError: bad overrides; more than :data:`MAX_WORKER_ROWS` worker rows (field ``iterations``);
+            a distribution drawing a non-finite value, or a run longer than :data:`MAX_RUN_S` seconds
+            (field of the responsible distribution). SchemeError: a scheme cannot decode even with
+            every message.
     """
     t0 = time.perf_counter()
     sc = apply_overrides(scenario, schemes=schemes, iterations=iterations, seed=seed)
+    check_run_size(sc)
     built = sc.build_schemes()
     n, I = sc.n_workers, sc.iterations
     max_load = max(max(len(a) for a in sch.assignment(0)) for sch in built.values())
@@ -125,6 +135,7 @@ def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterat
     decode_dist = build_distribution(sc.master.decode_s)
     decode_s = np.array([decode_dist.from_uniform(master_rng(sc.seed, t).random((1, decode_dist.n_uniforms)))[0]
                          for t in range(I)], dtype=np.float64)
+    _check_finite_draws(sc, block, decode_s)
 
     bar = None
     if progress is True:
@@ -146,11 +157,69 @@ def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterat
         if bar is not None:
             bar.close()
     iterations_df = pd.concat(it_frames, ignore_index=True)
+    _check_run_length(sc, block, decode_s, float(iterations_df["end_s"].max()))
     workers_df = pd.concat(w_frames, ignore_index=True)
     loads = {label: sch.describe() for label, sch in built.items()}
     summary = summarize(iterations_df, loads)
     return SimResult(scenario=sc, schemes=built, iterations=iterations_df, workers=workers_df, summary=summary,
                      wall_s=time.perf_counter() - t0, loads=loads)
+
+
+def check_run_size(scenario: Scenario) -> None:
+    """Refuse a run of more than :data:`MAX_WORKER_ROWS` (iteration, worker, scheme) rows before any
+    work (every row is held in memory and written to ``workers.csv``).
+
+    Raises:
+        ConfigError: field ``iterations``, naming the largest allowed value for this scenario.
+    """
+    n, k = scenario.n_workers, len(scenario.schemes)
+    rows = scenario.iterations * n * k
+    if rows > MAX_WORKER_ROWS:
+        most = MAX_WORKER_ROWS // (n * k)
+        raise ConfigError("iterations", f"at most {most} for n_workers={n} and {k} schemes (iterations x n_workers "
+                          f"x schemes <= {MAX_WORKER_ROWS} rows, all held in memory and written to workers.csv; "
+                          f"simulate fewer schemes with --schemes)", scenario.iterations)
+
+
+def _first_bad(values: np.ndarray) -> tuple[int, ...] | None:
+    bad = np.argwhere(~np.isfinite(values))
+    return tuple(int(x) for x in bad[0]) if len(bad) else None
+
+
+def _check_finite_draws(sc: Scenario, block: DrawBlock, decode_s: np.ndarray) -> None:
+    """Raise ConfigError naming the distribution whose draw overflowed (inf/NaN seconds)."""
+    checks = [("stragglers.delay", block.delay_s), ("stragglers.slowdown", block.slowdown),
+              ("workload.compute", block.compute_s), ("master.decode_s", decode_s[:, None])]
+    for field_name, values in checks:
+        where = _first_bad(values)
+        if where is not None:
+            if field_name == "stragglers.slowdown" and sc.stragglers.slowdown is None:
+                field_name = "stragglers.persistent.slowdown"
+            detail = f"iteration {where[0]}" + (f", worker {where[1]}" if field_name != "master.decode_s" else "")
+            raise ConfigError(field_name, "a distribution whose draws are finite seconds",
+                              _Given(f"{values[where]} ({detail})"))
+
+
+def _check_run_length(sc: Scenario, block: DrawBlock, decode_s: np.ndarray, run_s: float) -> None:
+    """Raise ConfigError when the run outlasts :data:`MAX_RUN_S` (float64 instants would no longer resolve
+    the iteration times), naming the distribution with the largest draw."""
+    if not run_s > MAX_RUN_S:
+        return
+    work = block.compute_s * block.slowdown[:, :, None] if block.compute_s.size else np.zeros(1)
+    largest = {"stragglers.delay": float(block.delay_s.max(initial=0.0)),
+               "workload.compute": float(work.max(initial=0.0)),
+               "master.decode_s": float(decode_s.max(initial=0.0))}
+    field_name = max(largest, key=largest.get)
+    raise ConfigError(field_name, f"draws that keep the simulated run under {MAX_RUN_S:.3g} s (float64 instants "
+                      f"then resolve microseconds)",
+                      _Given(f"a run of {run_s:.3g} s (largest draw {largest[field_name]:.3g} s)"))
+
+
+class _Given(str):
+    """A given value printed as is (no quotes) in error messages."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 class _Plans:
