@@ -167,3 +167,93 @@ def test_empirical_delays_from_csv_on_disk(tmp_path):
     assert abs(d.mean() - 0.27) < 4 * d.std(ddof=1) / np.sqrt(len(d))
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     assert cfg["stragglers"]["delay"]["file"] == str((tmp_path / "traces" / "d.csv").resolve())
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--iterations", "0"], "gcsim: error: --iterations: expected an integer >= 1, got 0\n"),
+    (["--iterations", "ten"], "gcsim: error: --iterations: expected an integer >= 1, got 'ten'\n"),
+    (["--seed", "-1"], "gcsim: error: --seed: expected an integer in [0, 4294967295], got -1\n"),
+    (["--seed", "4294967296"], "gcsim: error: --seed: expected an integer in [0, 4294967295], got 4294967296\n"),
+])
+def test_bad_option_values_are_one_line(args, message, tmp_path, capsys):
+    scen = str(_write(tmp_path, SCENARIO))
+    assert main(["simulate", scen, "--out", str(tmp_path / "o"), *args]) == 2
+    assert capsys.readouterr().err == message
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("make_out", [
+    lambda tmp: (tmp / "afile").write_text("keep") and tmp / "afile" / "run",  # parent is a file
+    lambda tmp: tmp / "afile",  # an existing file
+])
+def test_out_that_cannot_be_a_directory_is_one_line_and_keeps_files(make_out, tmp_path, capsys):
+    scen = str(_write(tmp_path, SCENARIO))
+    (tmp_path / "afile").write_text("keep")
+    out = make_out(tmp_path)
+    assert main(["simulate", scen, "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"gcsim: error: --out: expected ") and str(out) in err, err
+    assert (tmp_path / "afile").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "s.yaml"]
+
+
+def test_unwritable_parent_is_refused_before_simulating(tmp_path, capsys, monkeypatch):
+    import gcsim.sim.engine as engine
+    scen = str(_write(tmp_path, SCENARIO))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    calls = []
+    monkeypatch.setattr(engine, "_simulate_scheme", lambda *a, **k: calls.append(1))
+    try:
+        import os
+        if os.access(locked, os.W_OK):  # running as root: permission bits do not apply, pretend they do
+            real_access = os.access
+            monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(locked)
+                                else real_access(p, mode, **kw))
+        assert main(["simulate", scen, "--out", str(locked / "run"), "--no-progress"]) == 2
+    finally:
+        locked.chmod(0o755)
+    err = capsys.readouterr().err
+    assert err.startswith("gcsim: error: --out: expected a path under a writable directory, got ") and calls == []
+    assert list(locked.iterdir()) == []
+
+
+def test_sigterm_while_writing_leaves_nothing_and_exits_143(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    import gcsim.sim.output as output
+
+    class Terminated(Exception):
+        pass
+
+    def fallback(signum, frame):  # what the test sees if gcsim installs no handler of its own
+        raise Terminated
+
+    def plot_then_terminate(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, fallback)
+    try:
+        monkeypatch.setattr(output, "plot_cdf", plot_then_terminate)
+        with pytest.raises(SystemExit) as e:
+            main(["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(tmp_path / "run"), "--no-progress"])
+        assert e.value.code == 143
+        assert signal.getsignal(signal.SIGTERM) is fallback  # restored afterwards
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]  # no run dir, no hidden temp dir
+
+
+def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    import gcsim.sim.engine as engine
+
+    def oom(*a, **k):
+        raise MemoryError
+    monkeypatch.setattr(engine, "_simulate_scheme", oom)
+    assert main(["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("gcsim: error: iterations: expected a run that fits in memory (fewer iterations, workers or "
+                   "schemes), got 40 (out of memory)\n")
+    assert not (tmp_path / "o").exists()

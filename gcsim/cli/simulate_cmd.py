@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sys
+import threading
+
 import click
+
+from gcsim.cli.options import IntOption
 
 
 def format_table(summary) -> str:
@@ -17,12 +24,38 @@ def format_table(summary) -> str:
     return df.to_string(index=False, formatters=fmt)
 
 
+class _Given(str):
+    def __repr__(self) -> str:
+        return str(self)
+
+
+@contextlib.contextmanager
+def terminate_as_exit(status: int = 128 + signal.SIGTERM):
+    """While active, SIGTERM raises ``SystemExit(status)`` (143) instead of killing the process at once,
+    so ``finally``/``except BaseException`` clean-ups run (the run directory is written into a hidden
+    temporary sibling that must be removed). The previous handler is restored on exit. A no-op outside
+    the main thread (signal handlers can only be set there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum, frame):
+        sys.exit(status)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @click.command("simulate")
 @click.argument("scenario", metavar="SCENARIO")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
               help="Run directory to create (default runs/sim/<scenario>-<UTC timestamp>/).")
-@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Override the scenario's iterations.")
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None, help="Override the scenario's seed.")
+@click.option("--iterations", type=IntOption(lo=1), default=None, help="Override the scenario's iterations (>= 1).")
+@click.option("--seed", type=IntOption(0, 2**32 - 1), default=None,
+              help="Override the scenario's seed (0 <= seed < 2**32).")
 @click.option("--schemes", "schemes", default=None, metavar="a,b",
               help="Comma-separated scheme names (or labels) of the scenario to run (default all).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
@@ -36,12 +69,19 @@ def command(scenario, out_dir, iterations, seed, schemes, progress):
     from gcsim.sim.engine import apply_overrides, simulate
     from gcsim.sim.output import check_out_dir, default_run_dir, write_sim_run
 
+    from gcsim.errors import ConfigError
+
     sc = load_scenario(scenario)
     wanted = schemes.split(",") if schemes is not None else None
     sc = apply_overrides(sc, schemes=wanted, iterations=iterations, seed=seed)
-    out = check_out_dir(out_dir) if out_dir is not None else default_run_dir(sc.name)
-    result = simulate(sc, progress=progress)
-    path = write_sim_run(result, sc, out)
+    out = check_out_dir(out_dir if out_dir is not None else default_run_dir(sc.name))
+    with terminate_as_exit():
+        try:
+            result = simulate(sc, progress=progress)
+            path = write_sim_run(result, sc, out)
+        except MemoryError:
+            raise ConfigError("iterations", "a run that fits in memory (fewer iterations, workers or schemes)",
+                              _Given(f"{sc.iterations} (out of memory)")) from None
     click.echo(f"{sc.name}: n={sc.n_workers}, {sc.iterations} iterations, seed {sc.seed}, policy {sc.policy} "
                f"(simulated in {result.wall_s:.1f} s)")
     click.echo(format_table(result.summary))

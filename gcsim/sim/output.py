@@ -31,10 +31,24 @@ def default_run_dir(scenario_name: str, root: str | Path = "runs/sim") -> Path:
 
 
 def check_out_dir(out_dir: str | Path) -> Path:
-    """Raise ConfigError unless ``out_dir`` is absent or an empty directory (nothing is created)."""
+    """Check that ``out_dir`` can become a new run directory, creating nothing.
+
+    It must be absent or an empty directory, and its nearest existing parent must be a writable
+    directory (so a long simulation is not lost at the end for want of a place to write it).
+
+    Raises:
+        ConfigError: field ``--out``, naming the path given.
+    """
     p = Path(out_dir)
-    if p.exists() and (not p.is_dir() or any(p.iterdir())):
+    if str(out_dir) == "" or (p.exists() and (not p.is_dir() or any(p.iterdir()))):
         raise ConfigError("--out", "a directory that does not exist yet (or is empty)", str(out_dir))
+    parent = p.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError("--out", f"a path under a directory ({parent} is not a directory)", str(out_dir))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError("--out", "a path under a writable directory", str(out_dir))
     return p
 
 
@@ -46,12 +60,17 @@ def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | P
     (:mod:`gcsim.trace` columns, seconds), ``cdf.png``, ``bars.png`` and ``meta.json`` (last).
 
     Raises:
-        ConfigError: ``out_dir`` exists and is not an empty directory.
+        ConfigError: ``out_dir`` exists and is not an empty directory, or cannot be created (see
+            :func:`check_out_dir`).
     """
     out = check_out_dir(out_dir)
     sc = result.scenario if result.scenario is not None else scenario
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    except OSError as e:
+        raise ConfigError("--out", "a path where a directory can be created",
+                          f"{out_dir} ({e.strerror or type(e).__name__})") from None
     try:
         atomic_write_text(tmp / "config.yaml", sc.to_yaml())
         write_csv(tmp / "summary.csv", result.summary, SUMMARY_COLUMNS)
