@@ -180,7 +180,12 @@ def check_label(spec: SchemeSpec, field: str) -> None:
 
 
 def check_scheme(spec: SchemeSpec, n_workers: int, field: str) -> None:
-    """Build the scheme once to check its parameters. Raises SpecFieldError naming ``field.<param>``."""
+    """Build the scheme once to check its parameters.
+
+    Raises:
+        SpecFieldError: naming ``field.<param>`` for refused parameters, or ``n_workers`` when the
+            scheme does not fit in memory.
+    """
     from gcsim.schemes import make_scheme, scheme_names
 
     names = scheme_names()
@@ -188,6 +193,10 @@ def check_scheme(spec: SchemeSpec, n_workers: int, field: str) -> None:
         raise SpecFieldError(f"{field}.name", f"one of {', '.join(names)}", spec.name)
     try:
         make_scheme(spec.name, n_workers, spec.s, spec.m, spec.seed)
+    except MemoryError:
+        raise SpecFieldError("n_workers", "a number of workers whose schemes fit in memory (the schemes hold "
+                             "n x n coefficients)",
+                             _GivenLabel(f"{n_workers} (scheme {spec.name} ran out of memory)")) from None
     except SchemeError as e:
         msg = str(e)
         m = re.match(r"scheme [^:]+: ([A-Za-z_]+): expected (.*), got .*$", msg)

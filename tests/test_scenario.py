@@ -133,3 +133,14 @@ def test_self_referencing_yaml_alias_is_a_one_line_error(tmp_path):
     (tmp_path / "r.yaml").write_text(text)
     with pytest.raises(ConfigError, match=r"^stragglers.worker_scale.1: expected a valid number"):
         load_scenario(tmp_path / "r.yaml")
+
+
+def test_scheme_too_big_for_memory_names_n_workers(monkeypatch):
+    import gcsim.schemes
+
+    def oom(*a, **k):
+        raise MemoryError("Unable to allocate 298. GiB")
+    monkeypatch.setattr(gcsim.schemes, "make_scheme", oom)
+    msg = _err(lambda d: d.update(n_workers=200000))
+    assert msg == ("n_workers: expected a number of workers whose schemes fit in memory (the schemes hold n x n "
+                   "coefficients), got 200000 (scheme uncoded ran out of memory)")
