@@ -18,29 +18,75 @@ def _pyplot():
 _SAVE = {"dpi": 110, "metadata": {"Software": None}}
 
 
-def plot_cdf(iterations: pd.DataFrame, path: Path, title: str = "") -> None:
-    """Empirical CDF of ``duration_s`` (seconds) per scheme, written as PNG to ``path``.
+_STYLES = ("-", "--", "-.", ":")
 
-    The x axis is logarithmic when the slowest scheme's p99 exceeds 20× the fastest median.
+
+def cdf_figure(iterations: pd.DataFrame, title: str = ""):
+    """Two-panel figure of the iteration time ``duration_s`` (seconds) per scheme.
+
+    * left, **body**: empirical CDF on a linear axis zoomed to ``[fastest minimum, min(slowest p99,
+      2 × median of the schemes' p99)]``, so the schemes' bulk stays readable even when one scheme has
+      a heavy tail;
+    * right, **tail**: empirical survival function ``P(T >= x)`` at every sorted duration, on log-log
+      axes over the full range (a power-law tail is a straight line; the last point is ``1/iterations``).
+
+    Line styles cycle with the colours, and a scheme whose sorted times equal an earlier scheme's
+    (e.g. the pipelined schemes and ``ignore-stragglers``, which all wait for the first ``n - s``
+    single-partition arrivals) is labelled "(same as <earlier>)" since its curve lies under the earlier
+    one. Returns the matplotlib Figure (caller closes it).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    p50s, p99s = [], []
-    for scheme, grp in iterations.groupby("scheme", sort=False):
+    fig, (body, tail) = plt.subplots(1, 2, figsize=(12.5, 4.8))
+    mins, p99s, maxs = [], [], []
+    drawn: dict[str, np.ndarray] = {}
+    for i, (scheme, grp) in enumerate(iterations.groupby("scheme", sort=False)):
         d = np.sort(grp["duration_s"].to_numpy(dtype=float))
-        y = np.arange(1, len(d) + 1) / len(d)
-        ax.step(d, y, where="post", label=str(scheme), linewidth=1.3)
-        p50s.append(np.quantile(d, 0.5))
+        n = len(d)
+        label = str(scheme)
+        twin = next((k for k, v in drawn.items() if v.shape == d.shape and np.allclose(v, d, rtol=1e-9, atol=0)), None)
+        if twin is not None:
+            label += f" (same as {twin})"  # its curve hides under the earlier one
+        drawn[str(scheme)] = d
+        style = {"linestyle": _STYLES[i % len(_STYLES)], "linewidth": 1.4, "label": label, "color": f"C{i % 10}"}
+        body.step(d, np.arange(1, n + 1) / n, where="post", **style)
+        keep = d > 0
+        tail.step(d[keep], ((n - np.arange(n)) / n)[keep], where="post", **style)
+        mins.append(d[0])
         p99s.append(np.quantile(d, 0.99))
-    if p50s and min(p50s) > 0 and max(p99s) > 20 * min(p50s):
-        ax.set_xscale("log")
-    ax.set_xlabel("iteration time (s)")
-    ax.set_ylabel("fraction of iterations ≤ x")
-    ax.set_ylim(0, 1.005)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or "iteration-time CDF per scheme")
+        maxs.append(d[-1])
+    if mins:
+        # one heavy-tailed scheme must not squash the others: stop at twice the median p99 if that
+        # comes first (the right panel shows every tail in full)
+        lo, hi = min(mins), min(max(p99s), 2 * float(np.median(p99s)))
+        pad = 0.05 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1e-3)
+        body.set_xlim(lo - pad, hi + pad)
+        n_max = max(len(g) for _, g in iterations.groupby("scheme", sort=False))
+        tail.set_ylim(0.5 / n_max, 1.5)
+    body.set_xlabel("iteration time (s)")
+    body.set_ylabel("fraction of iterations ≤ x")
+    body.set_ylim(0, 1.005)
+    body.set_title("body: CDF (zoomed; every tail in full on the right)", fontsize=10)
+    body.grid(alpha=0.3)
+    body.legend(fontsize=8, loc="lower right")
+    tail.set_xscale("log")
+    tail.set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+    tail.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    tail.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    tail.xaxis.set_minor_formatter(NullFormatter())
+    tail.set_xlabel("iteration time (s, log)")
+    tail.set_ylabel("fraction of iterations ≥ x (log)")
+    tail.set_title("tail: survival function, full range", fontsize=10)
+    tail.grid(alpha=0.3, which="both")
+    fig.suptitle(title or "iteration-time distribution per scheme")
     fig.tight_layout()
+    return fig
+
+
+def plot_cdf(iterations: pd.DataFrame, path: Path, title: str = "") -> None:
+    """Write :func:`cdf_figure` (body CDF + log-log tail of ``duration_s`` per scheme) as PNG to ``path``."""
+    plt = _pyplot()
+    fig = cdf_figure(iterations, title)
     fig.savefig(path, **_SAVE)
     plt.close(fig)
 
