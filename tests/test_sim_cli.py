@@ -257,3 +257,13 @@ def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
     assert err == ("gcsim: error: iterations: expected a run that fits in memory (fewer iterations, workers or "
                    "schemes), got 40 (out of memory)\n")
     assert not (tmp_path / "o").exists()
+
+
+def test_table_shows_a_dash_for_speedup_without_uncoded(tmp_path, capsys):
+    scen = str(_write(tmp_path, SCENARIO))
+    assert main(["simulate", scen, "--out", str(tmp_path / "o"), "--no-progress", "--schemes", "gc-fr,gc-cr"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[1].split()
+    rows = [ln.split() for ln in lines[2:4]]
+    assert header[8] == "speedup" and [r[8] for r in rows] == ["-", "-"], lines
+    assert "NaN" not in "\n".join(lines)

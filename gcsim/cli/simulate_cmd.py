@@ -13,15 +13,19 @@ from gcsim.cli.options import IntOption
 
 
 def format_table(summary) -> str:
-    """The per-scheme table printed after a run (seconds; loads per worker and iteration)."""
+    """The per-scheme table printed after a run: times in seconds, ``speedup`` = mean(uncoded) / mean
+    (``-`` when ``uncoded`` was not simulated), loads in partitions and gradient lengths per worker
+    and iteration."""
     cols = {"scheme": "scheme", "n": "n", "s": "s", "m": "m", "mean_s": "mean_s", "p50_s": "p50_s",
             "p95_s": "p95_s", "p99_s": "p99_s", "speedup_vs_uncoded": "speedup", "computation_load": "comp_load",
             "communication_load": "comm_load"}
     df = summary[list(cols)].rename(columns=cols)
-    fmt = {c: (lambda v: f"{v:.4f}") for c in ("mean_s", "p50_s", "p95_s", "p99_s")}
-    fmt["speedup"] = lambda v: "-" if v != v else f"{v:.2f}x"
-    fmt["comm_load"] = lambda v: f"{v:.3g}"
-    return df.to_string(index=False, formatters=fmt)
+    # pre-format as text: pandas prints NaN as "NaN" without calling a formatter
+    for c in ("mean_s", "p50_s", "p95_s", "p99_s"):
+        df[c] = [f"{v:.4f}" for v in df[c]]
+    df["speedup"] = ["-" if v != v else f"{v:.2f}x" for v in df["speedup"]]
+    df["comm_load"] = [f"{v:.3g}" for v in df["comm_load"]]
+    return df.to_string(index=False)
 
 
 class _Given(str):
