@@ -395,7 +395,9 @@ class MixtureDistribution(Distribution):
 
 
 class EmpiricalDistribution(Distribution):
-    """Uniform resampling (with replacement) of measured ``values`` (seconds)."""
+    """Uniform resampling (with replacement) of measured ``values`` (seconds): draw
+    ``values[floor(U · len(values))]``, i.e. the bootstrap distribution of the sample (Efron, Ann.
+    Statist. 7, 1979)."""
 
     def __init__(self, values: np.ndarray):
         self.values = np.asarray(values, dtype=np.float64)

@@ -77,6 +77,14 @@ class StragglerProcess:
 
     ``draw(t)`` may be called in any order; the Markov state is advanced in iteration order from 0
     (cached), so ``draw(t)`` is the same whatever was drawn before.
+
+    The persistent state is the two-state (good/bad) Markov chain of Gilbert (Bell Syst. Tech. J. 39,
+    1960) per worker; iteration 0 draws it from the stationary law ``P(slow) = p_enter / (p_enter +
+    p_leave)`` and a slow spell lasts a geometric number of iterations with mean ``1 / p_leave``.
+
+    Raises:
+        ValueError: ``worker_scale`` does not hold ``n_workers`` factors (a validated scenario
+            always does).
     """
 
     def __init__(self, stragglers_spec: Stragglers | None, n_workers: int, seed: int,

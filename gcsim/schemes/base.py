@@ -271,6 +271,8 @@ class Scheme:
                 must contain every partition with a non-zero coefficient.
         Returns:
             ``(ceil(l/m),)`` payload, same dtype as the gradients.
+        Raises:
+            SchemeError: ``gradients`` lacks a partition the message needs.
         """
         msg = self.messages(iteration)[message_id]
         out = None
@@ -283,7 +285,11 @@ class Scheme:
         return out
 
     def combine(self, decoding: Decoding, payloads: Mapping[int, np.ndarray], length: int) -> np.ndarray:
-        """Apply a decoding: ``payloads[id]`` ``(L,)`` -> the decoded gradient ``(length,)``."""
+        """Apply a decoding: ``payloads[id]`` ``(L,)`` -> the decoded gradient ``(length,)``.
+
+        ``out_u = sum_r weights[r, u] * payloads[used[r]]`` for each chunk u, then the m chunks are
+        joined and cut to ``length`` (:func:`join_chunks`). Raises KeyError if a used payload is missing.
+        """
         P = np.stack([np.asarray(payloads[i]) for i in decoding.used])  # (r, L)
         out = decoding.weights.T @ P  # (m, L)
         return join_chunks(out, length)

@@ -54,6 +54,7 @@ class CceFr(Scheme):
 
     @property
     def min_arrivals(self) -> int:
+        """m · n / (s+m): m arrivals per group can decode (an m × m Vandermonde solve)."""
         return self.m * (self.n // self.group_size)
 
     def _decode(self, arrived):

@@ -30,6 +30,7 @@ class GcFr(Scheme):
 
     @property
     def group_size(self) -> int:
+        """s + 1 workers (and partitions) per group."""
         return self.s + 1
 
     def group_of(self, worker: int) -> int:
@@ -46,6 +47,7 @@ class GcFr(Scheme):
 
     @property
     def min_arrivals(self) -> int:
+        """n / (s+1): one arrival per group can decode (Tandon et al. 2017, §3.1)."""
         return self.n // self.group_size
 
     def _decode(self, arrived):

@@ -66,6 +66,7 @@ class VerifyResult:
 
     @property
     def passed(self) -> bool:
+        """True when every tried pattern met the rule (``failure`` is None)."""
         return self.failure is None
 
 

@@ -66,6 +66,8 @@ class SimResult:
         workers: :data:`gcsim.trace.WORKER_COLUMNS`, one row per (scheme, iteration, worker).
         summary: :data:`gcsim.trace.SUMMARY_COLUMNS`, one row per scheme.
         wall_s: wall-clock seconds the simulation took.
+        loads: label -> :meth:`Scheme.describe` (n, k, s, m, seed, exact, computation_load in
+            partitions, communication_load as a fraction of the gradient length, messages_per_worker).
     """
 
     scenario: Scenario
