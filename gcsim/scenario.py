@@ -339,6 +339,11 @@ def config_error_from_validation(exc: ValidationError, prefix: str | None = None
         model = _model_at(loc[:-1], root) if root is not None else None
         allowed = f"one of the keys {', '.join(model.model_fields)}" if model is not None else "a known key"
         return ConfigError(field, allowed, _GivenLabel(f"unknown key {path[-1]!r}" if path else "unknown key"))
+    if etype in ("model_type", "model_attributes_type", "dict_type"):
+        model = _model_at(loc, root) if root is not None else None
+        if model is not None:
+            return ConfigError(field, f"a mapping with the keys {', '.join(model.model_fields)}", given)
+        return ConfigError(field, "a mapping", given)
     if etype == "missing":
         return ConfigError(field, "a value (required field)", MISSING)
     if etype == "dist_kind":
