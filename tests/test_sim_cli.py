@@ -267,3 +267,21 @@ def test_table_shows_a_dash_for_speedup_without_uncoded(tmp_path, capsys):
     rows = [ln.split() for ln in lines[2:4]]
     assert header[8] == "speedup" and [r[8] for r in rows] == ["-", "-"], lines
     assert "NaN" not in "\n".join(lines)
+
+
+@pytest.mark.parametrize("where", ["simulating", "writing"])
+def test_ctrl_c_exits_130_and_leaves_no_partial_run_dir(where, tmp_path, monkeypatch, capsys):
+    import gcsim.sim.engine as engine
+    import gcsim.sim.output as output
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(*((engine, "_simulate_scheme", interrupt) if where == "simulating"
+                          else (output, "plot_bars", interrupt)))
+    monkeypatch.chdir(tmp_path)
+    scen = str(_write(tmp_path, SCENARIO))
+    assert main(["simulate", scen, "--out", str(tmp_path / "run"), "--no-progress"]) == 130
+    assert main(["simulate", scen, "--no-progress"]) == 130  # default runs/sim/<name>-<stamp>
+    assert capsys.readouterr().err.splitlines()[-1] == "gcsim: aborted"
+    leftovers = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert [p for p in leftovers if p not in ("s.yaml", "runs", "runs/sim")] == []
