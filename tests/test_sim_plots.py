@@ -55,3 +55,9 @@ def test_constant_durations_do_not_collapse_the_axis(tmp_path):
     assert lo < 0.1245 and hi > 0.2245
     plot_cdf(_iterations({"uncoded": np.full(5, 0.1)}), tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_all_zero_durations_still_plot(tmp_path):
+    # zero compute, zero bytes, no stragglers: every iteration takes 0 s (nothing to put on a log axis)
+    plot_cdf(_iterations({"uncoded": np.zeros(3), "gc-cr": np.zeros(3)}), tmp_path / "z.png")
+    assert (tmp_path / "z.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

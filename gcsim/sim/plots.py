@@ -68,12 +68,16 @@ def cdf_figure(iterations: pd.DataFrame, title: str = ""):
     body.set_title("body: CDF (zoomed; every tail in full on the right)", fontsize=10)
     body.grid(alpha=0.3)
     body.legend(fontsize=8, loc="lower right")
-    tail.set_xscale("log")
-    tail.set_yscale("log")
-    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
-    tail.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    tail.xaxis.set_major_formatter(FormatStrFormatter("%g"))
-    tail.xaxis.set_minor_formatter(NullFormatter())
+    if maxs and max(maxs) > 0:
+        tail.set_xscale("log")
+        tail.set_yscale("log")
+        from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+        tail.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        tail.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        tail.xaxis.set_minor_formatter(NullFormatter())
+    else:  # every iteration took 0 s: nothing to show on log axes
+        tail.set_ylim(0, 1.05)
+        tail.text(0.5, 0.5, "every iteration took 0 s", ha="center", va="center", transform=tail.transAxes)
     tail.set_xlabel("iteration time (s, log)")
     tail.set_ylabel("fraction of iterations ≥ x (log)")
     tail.set_title("tail: survival function, full range", fontsize=10)
