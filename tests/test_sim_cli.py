@@ -285,3 +285,35 @@ def test_ctrl_c_exits_130_and_leaves_no_partial_run_dir(where, tmp_path, monkeyp
     assert capsys.readouterr().err.splitlines()[-1] == "gcsim: aborted"
     leftovers = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     assert [p for p in leftovers if p not in ("s.yaml", "runs", "runs/sim")] == []
+
+
+def test_out_dot_in_an_empty_working_directory(tmp_path, monkeypatch):
+    scen = str(_write(tmp_path, SCENARIO))
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["simulate", scen, "--out", ".", "--no-progress"]) == 0
+    assert sorted(p.name for p in here.iterdir()) == sorted(
+        ["config.yaml", "summary.csv", "iterations.csv", "workers.csv", "cdf.png", "bars.png", "meta.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here", "s.yaml"]  # no temporary sibling left
+
+
+def test_filling_an_existing_empty_dir_moves_meta_last_and_undoes_on_failure(tmp_path, monkeypatch):
+    import os
+
+    from gcsim.sim.output import _move_files_into
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir(), dst.mkdir()
+    for name in ("meta.json", "a.csv", "z.png"):
+        (src / name).write_text(name)
+    real_replace, calls = os.replace, []
+
+    def replace(a, b):
+        calls.append(os.path.basename(b))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        real_replace(a, b)
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        _move_files_into(src, dst)
+    assert calls == ["a.csv", "z.png", "meta.json"] and list(dst.iterdir()) == []

@@ -1,7 +1,9 @@
 """Writing a simulation run directory in the :mod:`gcsim.trace` format.
 
 ``write_sim_run`` builds everything in a hidden temporary sibling directory and renames it into
-place after ``meta.json`` (written last), so a failure never leaves a partial run directory.
+place after ``meta.json`` (written last), so a failure never leaves a partial run directory. An
+existing empty ``--out`` directory is kept (it may be the working directory) and filled by moving the
+files in, ``meta.json`` last, removing them again on failure.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | P
         ConfigError: ``out_dir`` exists and is not an empty directory, or cannot be created (see
             :func:`check_out_dir`).
     """
-    out = check_out_dir(out_dir)
+    given = check_out_dir(out_dir)
+    out = Path(os.path.abspath(given))  # '.', '..' and trailing slashes resolved: the parent is real
     sc = result.scenario if result.scenario is not None else scenario
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -82,11 +85,28 @@ def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | P
                    policy=sc.policy, schemes=list(result.schemes), gcsim_version=__version__)
         for f in tmp.iterdir():
             os.chmod(f, 0o644)
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            out.rmdir()  # empty (checked above)
-        os.rename(tmp, out)
+        if out.exists():  # an empty directory (checked above), maybe the working directory: fill it
+            _move_files_into(tmp, out)
+            tmp.rmdir()
+        else:
+            os.chmod(tmp, 0o755)
+            os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
+    return given
+
+
+def _move_files_into(src: Path, dst: Path) -> None:
+    """Move every file of ``src`` into the empty directory ``dst``, ``meta.json`` last (it marks a
+    complete run); on any failure remove the files already moved, so ``dst`` is left empty."""
+    names = sorted((f.name for f in src.iterdir()), key=lambda name: name == "meta.json")
+    moved: list[Path] = []
+    try:
+        for name in names:
+            os.replace(src / name, dst / name)
+            moved.append(dst / name)
+    except BaseException:
+        for f in moved:
+            f.unlink(missing_ok=True)
+        raise
