@@ -183,3 +183,11 @@ def test_run_too_long_for_float64_time_is_an_error():
     msg = str(e.value)
     assert msg.startswith("stragglers.delay: expected draws that keep the simulated run under 8.59e+09 s") and \
         "got a run of " in msg and "\n" not in msg
+
+
+def test_run_too_long_because_of_the_network_names_the_network():
+    with pytest.raises(ConfigError, match=r"^network.latency_s: expected draws that keep the simulated run under"):
+        simulate(validate_scenario(_base(network={"latency_s": 1e9})))
+    with pytest.raises(ConfigError, match=r"^network.bandwidth_bytes_per_s: expected draws that keep the simulated"):
+        simulate(validate_scenario(_base(network={"bandwidth_bytes_per_s": 1e-3},
+                                         workload={"gradient_bytes": 1e9, "compute": {"dist": "constant", "value": 0.1}})))

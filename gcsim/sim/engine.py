@@ -208,13 +208,17 @@ def _check_run_length(sc: Scenario, block: DrawBlock, decode_s: np.ndarray, run_
     if not run_s > MAX_RUN_S:
         return
     work = block.compute_s * block.slowdown[:, :, None] if block.compute_s.size else np.zeros(1)
+    net = sc.network
+    transfer_s = (sc.workload.model_bytes + sc.workload.gradient_bytes) / net.bandwidth_bytes_per_s
     largest = {"stragglers.delay": float(block.delay_s.max(initial=0.0)),
                "workload.compute": float(work.max(initial=0.0)),
-               "master.decode_s": float(decode_s.max(initial=0.0))}
+               "master.decode_s": float(decode_s.max(initial=0.0)),
+               "network.latency_s": 2 * net.latency_s,
+               "network.bandwidth_bytes_per_s": transfer_s}
     field_name = max(largest, key=largest.get)
     raise ConfigError(field_name, f"draws that keep the simulated run under {MAX_RUN_S:.3g} s (float64 instants "
                       f"then resolve microseconds)",
-                      _Given(f"a run of {run_s:.3g} s (largest draw {largest[field_name]:.3g} s)"))
+                      _Given(f"a run of {run_s:.3g} s (largest time per iteration from it {largest[field_name]:.3g} s)"))
 
 
 class _Given(str):
