@@ -1,10 +1,14 @@
 """Scenario files: what is simulated (workers, schemes, workload, network, stragglers, policy).
 
 A scenario is a YAML mapping validated by :class:`Scenario` (pydantic, unknown keys are errors).
-:func:`load_scenario` turns every problem – unreadable file, bad YAML, unknown key, wrong type,
-out-of-range value, unknown distribution, scheme parameters the scheme refuses, missing empirical
-file – into one :class:`~gcsim.errors.ConfigError` whose one-line message names the field path
-(e.g. ``stragglers.delay.dist``), the allowed values and the given value.
+:func:`load_scenario` turns every problem – unreadable or empty file, bad YAML, a key given twice,
+unknown key, wrong type, out-of-range value, unknown distribution, scheme parameters the scheme
+refuses, a scheme too big for memory, missing or malformed empirical file – into one
+:class:`~gcsim.errors.ConfigError` whose one-line message names the field path (e.g.
+``stragglers.delay.dist``), the allowed values and the given value.
+
+Scheme ``label`` (optional, to run one scheme twice) must be a plain name (letters, digits, '_', '.',
+'-') that is not another scheme's CLI name.
 
 Example (all times in seconds, sizes in bytes)::
 
