@@ -1,0 +1,108 @@
+"""``gcsim study [SCENARIO]``: measure every scheme with the real executor, compare with the simulator,
+write the headline (see :mod:`gcsim.study`)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from gcsim.cli.options import IntOption
+
+
+def _command_line(ctx: click.Context) -> str:
+    """The invocation as ``gcsim study ...`` rebuilt from the parsed parameters that differ from their
+    defaults (recorded in headline.md and report.md)."""
+    parts = ["gcsim", "study"]
+    if ctx.params.get("scenario") is not None:
+        parts.append(str(ctx.params["scenario"]))
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name == "progress":
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default:
+            continue
+        parts += [param.opts[0], str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _scheme_list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [x.strip() for x in value.split(",")]
+    if not all(names):
+        from gcsim.errors import ConfigError
+
+        raise ConfigError("--schemes", "a comma-separated list of scheme names (e.g. uncoded,gc-fr)", value)
+    return names
+
+
+@click.command("study")
+@click.argument("scenario", required=False, default=None, metavar="[SCENARIO]")
+@click.option("--schemes", default=None, metavar="A,B,...",
+              help="Schemes to study, from the scenario's schemes list [all of them].")
+@click.option("--iterations", type=IntOption(lo=1), default=None, help="Iterations per scheme [scenario].")
+@click.option("--out", "out_dir", default="docs/validation", show_default=True, metavar="DIR",
+              help="Where the tables, plots and reports go (other files there are kept).")
+@click.option("--runs-root", default="runs/study", show_default=True, metavar="DIR",
+              help="Parent of the per-scheme run directories <DIR>/<scheme>.")
+@click.option("--data-dir", default=None, metavar="DIR", help="Directory holding cifar-10-batches-py [data/cifar10].")
+@click.option("--address", default=None, help="Join this Ray cluster instead of starting an embedded Ray.")
+@click.option("--batch-size", type=IntOption(lo=1), default=None, help="Global mini-batch B [192].")
+@click.option("--eval-every", type=IntOption(lo=1), default=None, help="Evaluate every E iterations [50].")
+@click.option("--max-train-samples", type=IntOption(lo=1), default=None,
+              help="Use only the first N training images [all].")
+@click.option("--replications", type=IntOption(lo=1), default=5, show_default=True,
+              help="Simulated replications per scheme in the comparison.")
+@click.option("--mode", type=click.Choice(["scenario", "paired"]), default="scenario", show_default=True,
+              help="Comparison mode (see gcsim compare --help).")
+@click.option("--warmup", type=IntOption(lo=0), default=None,
+              help="Iterations dropped before comparing [min(10, iterations // 5)].")
+@click.option("--progress/--no-progress", default=None, help="Progress bars on stderr [if a terminal].")
+def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address, batch_size, eval_every,
+            max_train_samples, replications, mode, warmup, progress):
+    """Measure every scheme on CIFAR-10, predict it with the simulator, compare, and write the headline.
+
+    \b
+    For each scheme of SCENARIO (default scenarios/real_default.yaml; --schemes to choose) it runs
+    the real executor (as `gcsim real`) into <runs-root>/<scheme>: a finished run is skipped, an
+    interrupted or failed one is resumed from its checkpoint (restarted when it has none; the old
+    directory is moved to <runs-root>/.<scheme>.abandoned-<time>). Then it compares all runs with
+    their calibrated simulations (as `gcsim compare`) and writes into --out: validation.csv,
+    calibration.json, cdf.png, qq.png, predicted_vs_measured.png, timeline_<scheme>.png, report.md,
+    headline.csv, headline.md (with the machine and this command), accuracy.png and study.json.
+
+    \b
+    gcsim study                                      # the nine schemes, 200 iterations each
+    gcsim study --schemes uncoded,gc-fr --iterations 20 --out /tmp/v --runs-root /tmp/r
+
+    \b
+    Exit status: 0 every verdict pass or warn, 1 some fail, 2 bad input, 130 interrupted (run the
+    same command again to resume).
+    """
+    from gcsim.study import StudyOptions, run_study
+
+    ctx = click.get_current_context()
+    options = StudyOptions(
+        scenario=scenario, schemes=_scheme_list(schemes), iterations=iterations, out_dir=Path(out_dir),
+        runs_root=Path(runs_root), data_dir=data_dir, address=address, batch_size=batch_size, eval_every=eval_every,
+        max_train_samples=max_train_samples, replications=replications, mode=mode, warmup=warmup,
+        progress=sys.stderr.isatty() if progress is None else progress)
+    result = run_study(options, command=_command_line(ctx), log=click.echo)
+    if result.status == "interrupted":
+        click.echo("gcsim study: interrupted; run the same command again to resume", err=True)
+        ctx.exit(130)
+    from gcsim.compare.report import verdict_table
+
+    click.echo(verdict_table(result.validation))
+    h = result.headline
+    if h["measured_speedup_vs_uncoded"].notna().any():
+        click.echo("measured speedup vs uncoded: " + ", ".join(
+            f"{s} {v:.2f}x" for s, v in zip(h["scheme"], h["measured_speedup_vs_uncoded"])))
+    click.echo("test accuracy: " + ", ".join(
+        f"{s} {v:.1%}" if v == v else f"{s} -" for s, v in zip(h["scheme"], h["test_accuracy"])))
+    click.echo(f"wrote {result.files['headline.md'].parent} (headline.md, headline.csv, accuracy.png, report.md, "
+               f"validation.csv, ...)")
+    return 1 if (result.validation["verdict"] == "fail").any() else 0

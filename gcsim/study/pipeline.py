@@ -1,0 +1,308 @@
+"""The whole study: one real run per scheme (resumable), the comparison, the headline.
+
+:func:`run_study` does, in order:
+
+1. resolve every scheme's run configuration from the scenario (default
+   ``scenarios/real_default.yaml``; the schemes default to the scenario's ``schemes`` list) exactly as
+   ``gcsim real --scheme <name> --scenario <file>`` would (:func:`gcsim.real.config.resolve_config`);
+2. plan each run directory ``<runs-root>/<scheme>`` (:func:`gcsim.study.plan.plan_run`: start, skip a
+   finished run, resume an interrupted / failed / shorter one from its checkpoint, or restart one
+   without a usable checkpoint);
+3. run the real executor in this process (:func:`gcsim.real.runner.run_real` /
+   :func:`~gcsim.real.runner.resume_real`, the API behind ``gcsim real``) inside one Ray session;
+4. compare every run with its calibrated simulation (:func:`gcsim.compare.pipeline.compare_runs`, the
+   API behind ``gcsim compare``; each run calibrated from itself);
+5. write into ``--out``: the comparison's files (``validation.csv``, ``calibration.json``, ``cdf.png``,
+   ``qq.png``, ``predicted_vs_measured.png``, ``timeline_<scheme>.png``, ``report.md``), the headline
+   (``headline.csv``, ``headline.md``), ``accuracy.png`` and ``study.json``
+   (:mod:`gcsim.study.output`).
+
+A study stopped by Ctrl-C or a failed run is continued by running the same command again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from gcsim.errors import ConfigError
+from gcsim.study.plan import RunPlan, plan_run, set_aside
+
+#: defaults of the command line.
+DEFAULT_OUT_DIR = Path("docs/validation")
+DEFAULT_RUNS_ROOT = Path("runs/study")
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """Settings of a study (the ``gcsim study`` options).
+
+    Attributes:
+        scenario: scenario YAML (None: ``scenarios/real_default.yaml``).
+        schemes: scheme names from the scenario's ``schemes`` list (None: all of them, in its order).
+        iterations: iterations per scheme (None: the scenario's ``iterations``).
+        out_dir: where the tables, plots and reports go.
+        runs_root: parent of the per-scheme run directories.
+        data_dir, address, batch_size, eval_every, max_train_samples: passed to every real run
+            (None: the ``gcsim real`` defaults).
+        replications, mode, warmup, seed: comparison settings (``gcsim compare`` options).
+        progress: tqdm bars on stderr.
+    """
+
+    scenario: str | Path | None = None
+    schemes: Sequence[str] | None = None
+    iterations: int | None = None
+    out_dir: str | Path = DEFAULT_OUT_DIR
+    runs_root: str | Path = DEFAULT_RUNS_ROOT
+    data_dir: str | Path | None = None
+    address: str | None = None
+    batch_size: int | None = None
+    eval_every: int | None = None
+    max_train_samples: int | None = None
+    replications: int = 5
+    mode: str = "scenario"
+    warmup: int | None = None
+    seed: int = 0
+    progress: bool = False
+
+
+@dataclass
+class SchemeRun:
+    """One scheme of the study: its configuration, plan and (if run now) how long it took.
+
+    Attributes:
+        cfg: :class:`gcsim.real.config.RealConfig`; scenario: the narrowed scenario.
+        plan: :class:`gcsim.study.plan.RunPlan`.
+        session_wall_s: wall seconds this study spent on the run (NaN when skipped).
+        session_iterations: iterations run in this study (0 when skipped).
+        set_aside_to: where a restarted run's old directory went.
+    """
+
+    cfg: object
+    scenario: object
+    plan: RunPlan
+    session_wall_s: float = float("nan")
+    session_iterations: int = 0
+    set_aside_to: Path | None = None
+
+    @property
+    def scheme(self) -> str:
+        return self.cfg.scheme
+
+
+@dataclass
+class StudyResult:
+    """Outcome of :func:`run_study`.
+
+    Attributes:
+        status: ``finished`` or ``interrupted`` (Ctrl-C during a run; nothing written to ``out_dir``).
+        runs: one :class:`SchemeRun` per scheme.
+        headline: the headline table (:data:`gcsim.study.headline.HEADLINE_COLUMNS`), None if interrupted.
+        validation: the comparison's table (``validation.csv``), None if interrupted.
+        files: written file name -> path.
+        machine: :func:`gcsim.study.machine.describe_machine` at the start.
+    """
+
+    status: str
+    runs: list[SchemeRun]
+    headline: pd.DataFrame | None = None
+    validation: pd.DataFrame | None = None
+    files: dict = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)
+
+
+def resolve_study(options: StudyOptions) -> tuple[Path, list[tuple[object, object]]]:
+    """The scenario path and ``(RealConfig, narrowed Scenario)`` per scheme.
+
+    Raises:
+        ConfigError: unreadable scenario; a scheme not in the scenario's ``schemes`` list or given twice
+            (field ``--schemes``); an option the real executor refuses (field: the option).
+    """
+    from gcsim.real.config import default_scenario_path, resolve_config
+    from gcsim.scenario import load_scenario
+
+    path = Path(options.scenario) if options.scenario is not None else default_scenario_path()
+    scenario = load_scenario(path)
+    available = list(dict.fromkeys(sp.name for sp in scenario.schemes))
+    names = list(options.schemes) if options.schemes else available
+    if not names:
+        raise ConfigError("--schemes", f"at least one scheme (the scenario {path} lists none)", "")
+    seen: set[str] = set()
+    for name in names:
+        if name not in available:
+            raise ConfigError("--schemes", f"names from the schemes list of {path} ({', '.join(available)})", name)
+        if name in seen:
+            raise ConfigError("--schemes", "each scheme at most once", name)
+        seen.add(name)
+    resolved = []
+    for name in names:
+        resolved.append(resolve_config(
+            name, path, iterations=options.iterations, batch_size=options.batch_size, eval_every=options.eval_every,
+            data_dir=None if options.data_dir is None else str(options.data_dir),
+            max_train_samples=options.max_train_samples, address=options.address))
+    return path, resolved
+
+
+def _fmt_s(x) -> str:
+    return "-" if x is None or not math.isfinite(float(x)) else f"{float(x):.3f}"
+
+
+def _execute_runs(runs: list[SchemeRun], *, progress: bool, log: Callable[[str], None]) -> bool:
+    """Run every planned scheme in one Ray session. Returns False when a run was interrupted."""
+    from gcsim.real.data import require_prepared
+    from gcsim.real.runner import ray_session, resume_real, run_real
+
+    todo = [r for r in runs if r.plan.action != "skip"]
+    for k, r in enumerate(runs, 1):
+        if r.plan.action == "skip":
+            log(f"[{k}/{len(runs)}] {r.scheme}: skipped, {r.plan.reason} in {r.plan.run_dir}")
+    if not todo:
+        return True
+    for r in todo:
+        if r.plan.action != "resume":
+            require_prepared(r.cfg.data_dir)
+    with ray_session(todo[0].cfg):
+        for r in todo:
+            k = runs.index(r) + 1
+            verb = {"start": "starting", "resume": "resuming", "restart": "restarting"}[r.plan.action]
+            log(f"[{k}/{len(runs)}] {r.scheme}: {verb} ({r.plan.reason}) in {r.plan.run_dir}")
+            if r.plan.action == "restart":
+                r.set_aside_to = set_aside(r.plan.run_dir)
+                log(f"    the old run directory was moved to {r.set_aside_to}")
+            t0 = time.monotonic()
+            if r.plan.action == "resume":
+                res = resume_real(r.plan.run_dir, iterations=r.cfg.iterations, progress=progress)
+            else:
+                res = run_real(r.cfg, r.scenario, r.plan.run_dir, progress=progress)
+            r.session_wall_s = time.monotonic() - t0
+            r.session_iterations = res.iterations_done - (r.plan.from_iteration if r.plan.action == "resume" else 0)
+            if res.status == "interrupted":
+                log(f"    {r.scheme}: interrupted after {res.iterations_done} iterations (checkpoint kept); "
+                    f"run the same command again to resume")
+                return False
+            sm = res.summary or {}
+            per_it = r.session_wall_s / max(r.session_iterations, 1)
+            acc = f"{res.test_accuracy:.1%}" if res.test_accuracy == res.test_accuracy else "-"
+            log(f"    {r.scheme}: {res.iterations_done} iterations, mean {_fmt_s(sm.get('mean_s'))} s, "
+                f"p95 {_fmt_s(sm.get('p95_s'))} s, test accuracy {acc}; {r.session_iterations} iterations in "
+                f"{r.session_wall_s:.1f} s wall ({per_it:.2f} s/iteration incl. start-up and evaluation)")
+    return True
+
+
+def _settings(path: Path, runs: list[SchemeRun], options: StudyOptions, warmups: dict) -> dict[str, str]:
+    cfg, sc = runs[0].cfg, runs[0].scenario
+    stragglers = json.dumps(sc.stragglers.model_dump(mode="json", exclude_none=True), separators=(", ", ": "))
+    return {
+        "Scenario": f"`{path}` (name `{sc.name}`), n = {cfg.n_workers} workers, seed {cfg.seed}",
+        "Stragglers (injected by the real executor, the simulator's keyed draws)": f"`{stragglers}`; "
+                                                                                    f"policy `{cfg.policy}`",
+        "Training": f"{cfg.model}, CIFAR-10 from `{cfg.data_dir}`, global batch {cfg.batch_size}, SGD lr {cfg.lr} "
+                    f"momentum {cfg.momentum}, test evaluation every {cfg.eval_every} iterations",
+        "Iterations per scheme": str(cfg.iterations),
+        "Comparison": f"mode `{options.mode}`, {options.replications} simulated replications per scheme, each run "
+                      f"calibrated from itself, warm-up dropped: "
+                      + ", ".join(f"{k} {v}" for k, v in warmups.items()) + " iterations",
+        "Run directories": f"`{Path(options.runs_root)}/<scheme>`",
+    }
+
+
+def _notes(runs: list[SchemeRun]) -> list[str]:
+    out = []
+    for r in runs:
+        if r.plan.action == "skip":
+            out.append(f"`{r.scheme}`: reused the finished run in `{r.plan.run_dir}` ({r.plan.reason})")
+        else:
+            per_it = r.session_wall_s / max(r.session_iterations, 1)
+            extra = f"; the old directory was moved to `{r.set_aside_to}`" if r.set_aside_to else ""
+            out.append(f"`{r.scheme}`: {r.plan.action} ({r.plan.reason}): {r.session_iterations} iterations in "
+                       f"{r.session_wall_s:.1f} s wall, {per_it:.2f} s per iteration including Ray/actor start-up "
+                       f"and evaluations{extra}")
+    return out
+
+
+def run_study(options: StudyOptions, *, command: str = "gcsim study",
+              log: Callable[[str], None] = lambda line: None) -> StudyResult:
+    """Run the study described by ``options`` (see the module docstring).
+
+    Args:
+        options: :class:`StudyOptions`.
+        command: the command line recorded in ``headline.md`` / ``report.md``.
+        log: receives one progress line per step (per scheme: what is done with its run directory and
+            the run's result).
+    Returns:
+        :class:`StudyResult`.
+    Raises:
+        ConfigError: bad option or scenario (names the option), a run directory of another
+            configuration, ``--out`` not a writable directory.
+        RunDirError: a run directory in use by a live process or not a real run.
+        DataError: CIFAR-10 not prepared in the data directory (only when something has to run).
+        RunFailedError: a run had to stop (its checkpoint is kept: running the study again resumes it).
+    """
+    from gcsim.compare.output import write_compare_outputs
+    from gcsim.compare.pipeline import CompareOptions, compare_runs
+    from gcsim.compare.rundir import read_run_dir
+    from gcsim.compare.verdict import Bands
+    from gcsim.schemes import scheme_class
+    from gcsim.study.accuracy import plot_accuracy
+    from gcsim.study.headline import build_headline, render_headline_md
+    from gcsim.study.machine import describe_machine
+    from gcsim.study.output import prepare_out_dir, publish
+
+    compare_options = CompareOptions(replications=options.replications, warmup=options.warmup, bands=Bands(),
+                                     mode=options.mode, seed=options.seed)
+    path, resolved = resolve_study(options)
+    prepare_out_dir(options.out_dir)  # fail now, not after an hour of runs
+    runs_root = Path(options.runs_root)
+    runs = [SchemeRun(cfg, sc, plan_run(runs_root / cfg.scheme, cfg, sc)) for cfg, sc in resolved]
+    machine = describe_machine()
+    if not _execute_runs(runs, progress=options.progress, log=log):
+        return StudyResult("interrupted", runs, machine=machine)
+
+    log(f"comparing {len(runs)} run(s) with their simulations ({options.replications} replications each)")
+    targets = [(read_run_dir(r.plan.run_dir), [r.scheme]) for r in runs]
+    result = compare_runs(targets, options=compare_options, progress=options.progress)
+    validation = result.table()
+    info = {}
+    for (run, _), r in zip(targets, runs):
+        mt_path = r.plan.run_dir / "metrics.csv"
+        metrics = pd.read_csv(mt_path) if mt_path.is_file() else pd.DataFrame(columns=["iteration", "test_accuracy",
+                                                                                      "loss"])
+        info[r.scheme] = {"run_dir": r.plan.run_dir, "iterations": len(run.iterations_of(r.scheme)),
+                          "metrics": metrics, "exact": bool(scheme_class(r.scheme).exact),
+                          "wall_s": float(run.meta.get("wall_s", float("nan")))}
+    headline = build_headline(validation, info)
+    warmups = {it.label: it.warmup for it in result.items}
+    settings = _settings(path, runs, options, warmups)
+
+    def fill(tmp: Path) -> list[str]:
+        files = write_compare_outputs(result, tmp / "compare", command=command)
+        names = []
+        for name, p in files.items():
+            p.rename(tmp / name)
+            names.append(name)
+        (tmp / "headline.csv").write_text(headline.to_csv(index=False, float_format="%.9g"))
+        plot_accuracy({s: info[s]["metrics"] for s in headline["scheme"]},
+                      {s: info[s]["exact"] for s in headline["scheme"]}, tmp / "accuracy.png")
+        plots = {"Test accuracy and training loss per iteration": "accuracy.png",
+                 "Predicted vs measured mean and p95": "predicted_vs_measured.png",
+                 "Iteration-time CDFs, simulated vs measured": "cdf.png"}
+        md = render_headline_md(headline, machine=machine, command=command, settings=settings, plots=plots,
+                                notes=_notes(runs) + ["Full comparison (CIs, W1, KS, ranking, timelines): "
+                                                      "[report.md](report.md), [validation.csv](validation.csv)"])
+        (tmp / "headline.md").write_text(md)
+        return names + ["headline.csv", "accuracy.png", "headline.md"]
+
+    files = publish(options.out_dir, fill, {"command": command, "machine": machine,
+                                            "schemes": [r.scheme for r in runs],
+                                            "run_dirs": {r.scheme: str(r.plan.run_dir) for r in runs}})
+    return StudyResult("finished", runs, headline, validation, files, machine)
+
+
+__all__ = ["DEFAULT_OUT_DIR", "DEFAULT_RUNS_ROOT", "SchemeRun", "StudyOptions", "StudyResult", "resolve_study",
+           "run_study"]

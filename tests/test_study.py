@@ -1,0 +1,231 @@
+"""`gcsim study`: real runs per scheme (resumable), the comparison and the headline, on a tiny
+CIFAR-10-layout data set written to disk (one Ray start for the module)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+import ray
+import yaml
+from test_data_prepare import make_image_folder
+
+from gcsim.cli import main
+from gcsim.errors import ConfigError, RunDirError
+from gcsim.real.config import resolve_config
+from gcsim.real.data import prepare_from_image_folder
+from gcsim.real.runner import run_real
+from gcsim.study import StudyOptions, run_study
+from gcsim.study.headline import HEADLINE_COLUMNS
+from gcsim.study.machine import cpu_model_name
+from gcsim.study.plan import plan_run, set_aside
+
+N, ITERS, BATCH, EVAL = 4, 6, 16, 3
+SCHEMES = ["uncoded", "gc-fr"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    make_image_folder(root / "src", train_per_class=8, test_per_class=3)
+    prepare_from_image_folder(root / "src", root / "data")
+    scenario = {
+        "name": "tiny", "n_workers": N, "iterations": 50, "seed": 3,
+        "schemes": [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}, {"name": "pgc-fr", "s": 1}],
+        "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
+        "stragglers": {"delay": {"dist": "bimodal", "p": 0.3, "delay": 0.2}},
+        "policy": "cancel",
+    }
+    (root / "tiny.yaml").write_text(yaml.safe_dump(scenario))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield root
+    ray.shutdown()
+
+
+def _options(env, **over):
+    opts = dict(scenario=env / "tiny.yaml", schemes=SCHEMES, iterations=ITERS, out_dir=env / "out",
+                runs_root=env / "runs", data_dir=env / "data", batch_size=BATCH, eval_every=EVAL, replications=2)
+    opts.update(over)
+    return StudyOptions(**opts)
+
+
+def _argv(env, **over):
+    args = {"--schemes": ",".join(SCHEMES), "--iterations": ITERS, "--out": env / "out", "--runs-root": env / "runs",
+            "--data-dir": env / "data", "--batch-size": BATCH, "--eval-every": EVAL, "--replications": 2}
+    args.update(over)
+    argv = ["study", str(env / "tiny.yaml"), "--no-progress"]
+    for k, v in args.items():
+        argv += [k, str(v)]
+    return argv
+
+
+@pytest.fixture(scope="module")
+def first(env):
+    """A gc-fr run of 3 iterations exists already (resumed to 6); uncoded starts from nothing."""
+    cfg, sc = resolve_config("gc-fr", env / "tiny.yaml", iterations=3, batch_size=BATCH, eval_every=EVAL,
+                             data_dir=str(env / "data"))
+    assert run_real(cfg, sc, env / "runs" / "gc-fr", progress=False).iterations_done == 3
+    lines: list[str] = []
+    result = run_study(_options(env), command="gcsim study tiny.yaml", log=lines.append)
+    return result, lines
+
+
+def test_runs_are_started_or_resumed_and_complete(env, first):
+    result, lines = first
+    assert result.status == "finished"
+    assert [r.plan.action for r in result.runs] == ["start", "resume"]
+    assert any("uncoded: starting (new run)" in x for x in lines)
+    assert any("gc-fr: resuming (finished with 3 iterations, extending to 6)" in x for x in lines)
+    for scheme in SCHEMES:
+        d = env / "runs" / scheme
+        it = pd.read_csv(d / "iterations.csv")
+        assert it["iteration"].tolist() == list(range(ITERS)) and set(it["scheme"]) == {scheme}
+        status = json.loads((d / "status.json").read_text())
+        assert status["status"] == "finished" and status["iterations_done"] == ITERS
+        assert (d / "meta.json").is_file()
+    assert json.loads((env / "runs" / "gc-fr" / "status.json").read_text())["sessions"] == 2
+
+
+def test_output_files_have_their_rows_and_columns(env, first):
+    out = env / "out"
+    val = pd.read_csv(out / "validation.csv")
+    assert val["scheme"].tolist() == SCHEMES and {"obs_mean_s", "sim_p95_s", "err_mean", "verdict"} <= set(val)
+    head = pd.read_csv(out / "headline.csv")
+    assert list(head.columns) == HEADLINE_COLUMNS and head["scheme"].tolist() == SCHEMES
+    for name in ("report.md", "calibration.json", "cdf.png", "qq.png", "predicted_vs_measured.png",
+                 "timeline_uncoded.png", "timeline_gc-fr.png", "accuracy.png", "headline.md"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    img = mpimg.imread(out / "accuracy.png")
+    assert img.ndim == 3 and img.shape[1] > img.shape[0] > 200
+    manifest = json.loads((out / "study.json").read_text())
+    assert set(manifest["files"]) == {p.name for p in out.iterdir() if p.name != "study.json"}
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary directory left
+
+
+def test_headline_values_come_from_the_runs(env, first):
+    head = pd.read_csv(env / "out" / "headline.csv").set_index("scheme")
+    val = pd.read_csv(env / "out" / "validation.csv").set_index("scheme")
+    warmup = min(10, ITERS // 5)
+    means = {}
+    for scheme in SCHEMES:
+        d = env / "runs" / scheme
+        dur = pd.read_csv(d / "iterations.csv")["duration_s"].to_numpy(float)[warmup:]
+        h = head.loc[scheme]
+        means[scheme] = dur.mean()
+        assert h["iterations"] == ITERS and h["warmup"] == warmup and bool(h["exact"])
+        assert (h["n"], h["s"], h["m"]) == (N, 0 if scheme == "uncoded" else 1, 1)
+        assert h["measured_mean_s"] == pytest.approx(dur.mean(), rel=1e-6)
+        assert h["measured_p95_s"] == pytest.approx(np.quantile(dur, 0.95), rel=1e-6)
+        assert h["simulated_mean_s"] == pytest.approx(val.loc[scheme, "sim_mean_s"], rel=1e-6)
+        assert h["err_mean"] == pytest.approx(h["simulated_mean_s"] / h["measured_mean_s"] - 1, rel=1e-5)
+        assert h["verdict"] == val.loc[scheme, "verdict"]
+        mt = pd.read_csv(d / "metrics.csv")
+        assert mt["iteration"].tolist() == [2, 5]
+        assert h["test_accuracy"] == pytest.approx(mt["test_accuracy"].iloc[-1])
+    assert head.loc["uncoded", "measured_speedup_vs_uncoded"] == pytest.approx(1.0)
+    assert head.loc["gc-fr", "measured_speedup_vs_uncoded"] == pytest.approx(means["uncoded"] / means["gc-fr"], rel=1e-5)
+    a = pd.read_csv(env / "runs" / "gc-fr" / "metrics.csv")["test_accuracy"].to_numpy()
+    b = pd.read_csv(env / "runs" / "uncoded" / "metrics.csv")["test_accuracy"].to_numpy()
+    assert head.loc["gc-fr", "accuracy_gap_vs_uncoded"] == pytest.approx(np.abs(a - b).max(), abs=1e-9)
+    md = (env / "out" / "headline.md").read_text()
+    assert "gcsim study tiny.yaml" in md and cpu_model_name() in md and f"{os.cpu_count()} CPUs" in md
+    assert "ray 2." in md and "torch 2." in md and "| `gc-fr` | 1 | 1 | 6 |" in md
+
+
+def test_second_invocation_skips_finished_runs(env, first, capsys):
+    stamps = {p: p.stat().st_mtime_ns for s in SCHEMES for p in (env / "runs" / s).iterdir()}
+    (env / "out" / "README.md").write_text("findings written by a person\n")
+    before = pd.read_csv(env / "out" / "headline.csv")
+    capsys.readouterr()
+    rc = main(_argv(env))
+    out = capsys.readouterr().out
+    head = pd.read_csv(env / "out" / "headline.csv")
+    assert rc == (1 if (head["verdict"] == "fail").any() else 0)
+    assert f"[1/2] uncoded: skipped, finished ({ITERS} iterations)" in out and "gc-fr: skipped" in out
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing in the run dirs was rewritten
+    assert not [p for s in SCHEMES for p in (env / "runs" / s).iterdir() if p not in stamps]
+    pd.testing.assert_frame_equal(head[["measured_mean_s", "measured_p95_s", "test_accuracy"]],
+                                  before[["measured_mean_s", "measured_p95_s", "test_accuracy"]])
+    assert (env / "out" / "README.md").read_text() == "findings written by a person\n"
+    assert "--iterations 6" in (env / "out" / "headline.md").read_text()
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"--schemes": "uncoded,nope"}, "--schemes"),
+    ({"--schemes": "uncoded,gc-cr"}, "--schemes"),  # a scheme, but not in the scenario's list
+    ({"--schemes": "gc-fr,gc-fr"}, "--schemes"),
+    ({"--iterations": "0"}, "--iterations"),
+    ({"--batch-size": "8"}, "real.yaml: batch_size"),  # the existing run dirs used 16
+])
+def test_bad_input_is_one_line_exit_2(env, first, capsys, over, field):
+    capsys.readouterr()
+    assert main(_argv(env, **over)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err and "expected" in err
+
+
+def test_out_that_is_a_file_is_refused_before_running(env, first, capsys, tmp_path):
+    (tmp_path / "file").write_text("x")
+    capsys.readouterr()
+    assert main(_argv(env, **{"--out": tmp_path / "file", "--runs-root": tmp_path / "runs"})) == 2
+    assert "--out" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+def _copy_run(env, tmp_path, scheme="gc-fr"):
+    d = tmp_path / scheme
+    shutil.copytree(env / "runs" / scheme, d)
+    return d
+
+
+def _cfg(env, iterations=ITERS, **over):
+    opts = dict(iterations=iterations, batch_size=BATCH, eval_every=EVAL, data_dir=str(env / "data"))
+    opts.update(over)
+    return resolve_config("gc-fr", env / "tiny.yaml", **opts)
+
+
+def _set_status(d, status, **fields):
+    data = json.loads((d / "status.json").read_text())
+    data.update(status=status, **fields)
+    (d / "status.json").write_text(json.dumps(data))
+
+
+def test_plan_resume_restart_and_live_runs(env, first, tmp_path):
+    d = _copy_run(env, tmp_path)
+    assert plan_run(d, *_cfg(env)).action == "skip"
+    p = plan_run(d, *_cfg(env, iterations=10))
+    assert (p.action, p.from_iteration) == ("resume", ITERS)
+    (d / "meta.json").unlink()
+    _set_status(d, "interrupted", pid=None)
+    p = plan_run(d, *_cfg(env, iterations=10))
+    assert (p.action, p.from_iteration, p.reason) == ("resume", ITERS, "interrupted at iteration 6 of 10")
+    _set_status(d, "running", pid=os.getppid())  # a live process that is not this one
+    with pytest.raises(RunDirError, match="still alive"):
+        plan_run(d, *_cfg(env, iterations=10))
+    _set_status(d, "failed", pid=None)
+    (d / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    assert plan_run(d, *_cfg(env, iterations=10)).action == "restart"
+    (d / "checkpoint.pt").unlink()
+    p = plan_run(d, *_cfg(env, iterations=10))
+    assert p.action == "restart" and "no usable checkpoint" in p.reason
+    moved = set_aside(d)
+    assert not d.exists() and moved.name.startswith(".gc-fr.abandoned-") and (moved / "real.yaml").is_file()
+    assert plan_run(d, *_cfg(env)).action == "start"
+
+
+def test_plan_refuses_a_run_of_another_configuration(env, first, tmp_path):
+    d = _copy_run(env, tmp_path)
+    with pytest.raises(ConfigError, match=r"real.yaml: seed: expected 4 .*got 3"):
+        plan_run(d, *_cfg(env, seed=4))
+    cfg, sc = _cfg(env)
+    other = sc.model_copy(update={"stragglers": sc.stragglers.model_copy(update={"delay": None})})
+    with pytest.raises(ConfigError, match="config.yaml: stragglers"):
+        plan_run(d, cfg, other)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "x.txt").write_text("x")
+    with pytest.raises(RunDirError, match="without real.yaml"):
+        plan_run(tmp_path / "junk", *_cfg(env))
