@@ -317,3 +317,13 @@ def test_filling_an_existing_empty_dir_moves_meta_last_and_undoes_on_failure(tmp
     with pytest.raises(KeyboardInterrupt):
         _move_files_into(src, dst)
     assert calls == ["a.csv", "z.png", "meta.json"] and list(dst.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["simulate"], "gcsim: error: Missing argument 'SCENARIO'. (see 'gcsim simulate --help')\n"),
+    (["simulate", "x.yaml", "--zzzz"], "gcsim: error: No such option '--zzzz'. (see 'gcsim simulate --help')\n"),
+    (["schemes", "check", "gc-fr", "--n", "8"], "gcsim: error: Missing option '--s'. (see 'gcsim schemes check --help')\n"),
+])
+def test_click_usage_errors_are_one_line_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    assert capsys.readouterr().err == message

@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(rv or 0)
     except click.exceptions.Exit as e:
         return e.exit_code
+    except click.UsageError as e:  # one line, like every other error (exit 2)
+        where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+        click.echo(f"gcsim: error: {e.format_message()}{where}", err=True)
+        return e.exit_code
     except click.ClickException as e:
         e.show()
         return e.exit_code
