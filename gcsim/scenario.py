@@ -76,11 +76,24 @@ class SchemeSpec(_Model):
 
 class Workload(_Model):
     """What a worker computes and sends: ``gradient_bytes`` (full gradient message), ``model_bytes``
-    (model the master broadcasts), ``compute``: seconds to compute ONE partition's gradient."""
+    (model the master broadcasts), ``compute``: seconds to compute ONE partition's gradient.
+
+    ``cores``: None (default) – every worker has a core of its own and ``compute`` is wall-clock
+    seconds; a number – the workers share that many cores (processor sharing, :mod:`gcsim.sim.cpu`):
+    while ``A`` workers compute, each progresses at ``min(1, cores / A)``, and ``compute`` (and
+    ``call_overhead``) are CPU-seconds on an idle core. A fraction is an effective capacity (cores
+    partly taken by other processes). Injected delays and transfers use no CPU.
+
+    ``call_overhead``: optional CPU-seconds per worker-iteration besides the partitions (loading the
+    weights, encoding the message(s)), spent after the last partition, before the message(s) leave;
+    None = 0.
+    """
 
     gradient_bytes: NonNegFinite
     model_bytes: NonNegFinite = 0.0
     compute: DistSpec
+    cores: Optional[PosFinite] = None
+    call_overhead: Optional[DistSpec] = None
 
 
 class Network(_Model):

@@ -56,6 +56,8 @@ class DrawBlock:
         delay_s, slowdown: float64 ``(I, n)``; slow: bool ``(I, n)`` (see :class:`StragglerDraw`).
         compute_s: float64 ``(I, n, P)``: base compute seconds of the q-th partition a worker computes
             (before ``slowdown``); ``P = 0`` when no compute distribution was given.
+        call_overhead_s: float64 ``(I, n)``: per worker-iteration overhead seconds (the scenario's
+            ``workload.call_overhead``; zeros without one).
     """
 
     iterations: np.ndarray
@@ -63,6 +65,7 @@ class DrawBlock:
     slowdown: np.ndarray
     slow: np.ndarray
     compute_s: np.ndarray
+    call_overhead_s: np.ndarray | None = None
 
 
 class StragglerProcess:
@@ -74,6 +77,8 @@ class StragglerProcess:
         seed: scenario seed, ``0 <= seed < 2**32``.
         compute: optional per-partition compute distribution (the scenario's ``workload.compute``)
             for :meth:`draw_block` with ``n_partitions > 0``.
+        call_overhead: optional per worker-iteration overhead distribution (``workload.call_overhead``),
+            drawn from a sub-stream ``default_rng([seed, w, t, 1])`` so it leaves every other draw as is.
 
     ``draw(t)`` may be called in any order; the Markov state is advanced in iteration order from 0
     (cached), so ``draw(t)`` is the same whatever was drawn before.
@@ -88,7 +93,7 @@ class StragglerProcess:
     """
 
     def __init__(self, stragglers_spec: Stragglers | None, n_workers: int, seed: int,
-                 compute: Distribution | None = None):
+                 compute: Distribution | None = None, call_overhead: Distribution | None = None):
         spec = stragglers_spec if stragglers_spec is not None else Stragglers()
         self.n, self.seed = int(n_workers), int(seed)
         self.delay = build_distribution(spec.delay) if spec.delay is not None else None
@@ -99,6 +104,7 @@ class StragglerProcess:
         if self.worker_scale.shape != (self.n,):
             raise ValueError(f"worker_scale: expected {self.n} factors, got {self.worker_scale.shape}")
         self.compute = compute
+        self.call_overhead = call_overhead
         self._nu_delay = self.delay.n_uniforms if self.delay else 0
         self._nu_slow = self.slowdown_dist.n_uniforms if self.slowdown_dist else 0
         self._nu_compute = compute.n_uniforms if compute is not None else 0
@@ -162,9 +168,19 @@ class StragglerProcess:
             compute = self.compute.from_uniform(cu)
         else:
             compute = np.zeros((I, self.n, 0))
+        if self.call_overhead is not None:
+            nu = self.call_overhead.n_uniforms
+            ou = np.empty((I, self.n, nu))
+            for i, t in enumerate(its):
+                for w in range(self.n):
+                    ou[i, w] = np.random.default_rng([self.seed, w, int(t), 1]).random(nu)
+            overhead = self.call_overhead.from_uniform(ou)
+        else:
+            overhead = np.zeros((I, self.n))
         return DrawBlock(iterations=its, delay_s=np.asarray(delay, dtype=np.float64),
                          slowdown=np.asarray(slowdown, dtype=np.float64), slow=slow,
-                         compute_s=np.asarray(compute, dtype=np.float64))
+                         compute_s=np.asarray(compute, dtype=np.float64),
+                         call_overhead_s=np.asarray(overhead, dtype=np.float64))
 
     def draw(self, iteration: int) -> StragglerDraw:
         """The straggler state of every worker in ``iteration`` (deterministic in seed, worker, iteration)."""

@@ -20,6 +20,15 @@ One :class:`simpy.Environment` per scheme; all schemes see the same draws (commo
    ``carry-over`` – stragglers finish (and send) their stale work first, like a synchronous Ray
    actor running queued calls in order, so they start iteration ``t+1`` late.
 
+CPU contention (``workload.cores`` set): the workers share that many cores through one
+:class:`gcsim.sim.cpu.ProcessorSharing` resource. Each partition is a CPU job of
+``compute[t, w, q]`` CPU-seconds that progresses at ``min(1, cores / A)`` while ``A`` jobs run; a
+slowdown ``f > 1`` is idle time ``(f - 1) ×`` the partition's wall time after it (what the real
+executor does: it sleeps, using no CPU), ``f < 1`` scales the CPU work; the optional per
+worker-iteration ``workload.call_overhead`` is one more CPU job after the last partition, before the
+last message(s) leave. Delays and transfers use no CPU. ``compute_s`` then records the wall seconds
+the worker spent in its partitions (what the real executor measures; partial when cancelled).
+
 Without carry-over and with ``cancel_latency_s`` no longer than the master's decode + model
 broadcast, iterations are i.i.d. and the iteration time is ``model transfer + (the first instant the
 arrived set is decodable) + decode`` – the order-statistic structure of Tandon et al., ICML 2017, §5
@@ -42,6 +51,7 @@ from gcsim.errors import ConfigError, SchemeError
 from gcsim.latency import build_distribution
 from gcsim.scenario import Scenario
 from gcsim.schemes import Scheme
+from gcsim.sim.cpu import ProcessorSharing
 from gcsim.stragglers import DrawBlock, StragglerProcess, master_rng
 from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize
 
@@ -132,7 +142,9 @@ def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterat
     max_load = max(max(len(a) for a in sch.assignment(0)) for sch in built.values())
     for sch in built.values():
         max_load = max(max_load, sch.computation_load)
-    process = StragglerProcess(sc.stragglers, n, sc.seed, compute=build_distribution(sc.workload.compute))
+    overhead = sc.workload.call_overhead
+    process = StragglerProcess(sc.stragglers, n, sc.seed, compute=build_distribution(sc.workload.compute),
+                               call_overhead=build_distribution(overhead) if overhead is not None else None)
     block = process.draw_block(range(I), max_load)
     decode_dist = build_distribution(sc.master.decode_s)
     decode_s = np.array([decode_dist.from_uniform(master_rng(sc.seed, t).random((1, decode_dist.n_uniforms)))[0]
@@ -192,6 +204,8 @@ def _check_finite_draws(sc: Scenario, block: DrawBlock, decode_s: np.ndarray) ->
     """Raise ConfigError naming the distribution whose draw overflowed (inf/NaN seconds)."""
     checks = [("stragglers.delay", block.delay_s), ("stragglers.slowdown", block.slowdown),
               ("workload.compute", block.compute_s), ("master.decode_s", decode_s[:, None])]
+    if block.call_overhead_s is not None:
+        checks.append(("workload.call_overhead", block.call_overhead_s))
     for field_name, values in checks:
         where = _first_bad(values)
         if where is not None:
@@ -331,6 +345,51 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
                 cancelled[it, w] = True
             current[w] = -1
 
+    cpu = ProcessorSharing(env, sc.workload.cores) if sc.workload.cores is not None else None
+    overhead_s = block.call_overhead_s if block.call_overhead_s is not None else np.zeros((I, n))
+
+    def worker_shared_cpu(w: int):
+        """The worker under CPU contention (module docstring): one CPU job per partition."""
+        for it in range(I):
+            yield dispatch[it]
+            current[w] = it
+            cstart_s[it, w] = env.now
+            assign, _msgs, segs, _ = plans_at[it]
+            d = len(assign[w])
+            n_part[it, w] = d
+            f = float(block.slowdown[it, w])
+            cpu_factor, idle_factor = min(f, 1.0), max(f, 1.0) - 1.0
+            spent, part_t0, job = 0.0, None, None
+            try:
+                if delay[it, w] > 0:
+                    yield env.timeout(delay[it, w])
+                done = 0
+                for bound, mids in segs[w]:
+                    while done < bound:
+                        part_t0 = env.now
+                        job = cpu.execute(block.compute_s[it, w, done] * cpu_factor)
+                        yield job
+                        job = None
+                        if idle_factor > 0:
+                            yield env.timeout(idle_factor * (env.now - part_t0))
+                        spent += env.now - part_t0
+                        part_t0 = None
+                        done += 1
+                    if bound == d and overhead_s[it, w] > 0:
+                        job = cpu.execute(overhead_s[it, w])
+                        yield job
+                        job = None
+                    for mid in mids:
+                        send(it, mid, w)
+            except simpy.Interrupt:
+                cancelled[it, w] = True
+                if job is not None:
+                    cpu.withdraw(job)
+                if part_t0 is not None:
+                    spent += env.now - part_t0
+            comp_s[it, w] = spent
+            current[w] = -1
+
     def cancel_stragglers(it: int, _ev=None) -> None:
         for w in range(n):
             if current[w] == it and procs[w].is_alive:
@@ -383,7 +442,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
                 tick(1)
 
     master_proc = env.process(master())
-    procs.extend(env.process(worker(w)) for w in range(n))
+    procs.extend(env.process(worker(w) if cpu is None else worker_shared_cpu(w)) for w in range(n))
     env.run()
     if not master_proc.ok or np.isnan(end[-1]):
         bad = int(np.flatnonzero(np.isnan(end))[0])
