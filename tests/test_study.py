@@ -229,3 +229,35 @@ def test_plan_refuses_a_run_of_another_configuration(env, first, tmp_path):
     (tmp_path / "junk" / "x.txt").write_text("x")
     with pytest.raises(RunDirError, match="without real.yaml"):
         plan_run(tmp_path / "junk", *_cfg(env))
+
+
+def test_publish_replaces_only_its_own_files(tmp_path):
+    from gcsim.study.output import publish
+
+    out = tmp_path / "validation"
+    out.mkdir()
+    (out / "README.md").write_text("by hand")
+
+    def fill_two(d):
+        (d / "a.csv").write_text("1")
+        (d / "timeline_old.png").write_text("2")
+        return ["a.csv", "timeline_old.png"]
+
+    publish(out, fill_two, {"command": "x"})
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "a.csv", "study.json", "timeline_old.png"]
+
+    def fill_fails(d):
+        (d / "a.csv").write_text("half")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        publish(out, fill_fails, {})
+    assert (out / "a.csv").read_text() == "1" and not [p for p in out.iterdir() if p.name.startswith(".")]
+
+    def fill_one(d):
+        (d / "a.csv").write_text("3")
+        return ["a.csv"]
+
+    publish(out, fill_one, {})
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "a.csv", "study.json"]  # stale PNG removed
+    assert (out / "a.csv").read_text() == "3" and (out / "README.md").read_text() == "by hand"

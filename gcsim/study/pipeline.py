@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from gcsim.errors import ConfigError
+from gcsim.errors import ConfigError, RunFailedError
 from gcsim.study.plan import RunPlan, plan_run, set_aside
 
 #: defaults of the command line.
@@ -176,10 +176,14 @@ def _execute_runs(runs: list[SchemeRun], *, progress: bool, log: Callable[[str],
                 r.set_aside_to = set_aside(r.plan.run_dir)
                 log(f"    the old run directory was moved to {r.set_aside_to}")
             t0 = time.monotonic()
-            if r.plan.action == "resume":
-                res = resume_real(r.plan.run_dir, iterations=r.cfg.iterations, progress=progress)
-            else:
-                res = run_real(r.cfg, r.scenario, r.plan.run_dir, progress=progress)
+            try:
+                if r.plan.action == "resume":
+                    res = resume_real(r.plan.run_dir, iterations=r.cfg.iterations, progress=progress)
+                else:
+                    res = run_real(r.cfg, r.scenario, r.plan.run_dir, progress=progress)
+            except RunFailedError as e:
+                raise RunFailedError(f"{r.scheme}: {e} (run directory {r.plan.run_dir} kept; run the same command "
+                                     f"again to resume it)") from None
             r.session_wall_s = time.monotonic() - t0
             r.session_iterations = res.iterations_done - (r.plan.from_iteration if r.plan.action == "resume" else 0)
             if res.status == "interrupted":
