@@ -147,6 +147,9 @@ class Scenario(_Model):
     stragglers: Stragglers = Field(default_factory=Stragglers)
     policy: Literal["cancel", "carry-over"] = "cancel"
     cancel_latency_s: NonNegFinite = 0.0
+    #: when a cancelled worker stops: ``immediate`` (at the cancel), or ``partition`` (a worker computing
+    #: a partition finishes it first, as the real executor's workers do; one in its delay stops at once).
+    cancel_granularity: Literal["immediate", "partition"] = "immediate"
     master: Master = Field(default_factory=Master)
 
     @model_validator(mode="after")

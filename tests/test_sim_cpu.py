@@ -138,3 +138,20 @@ def test_cores_field_is_validated():
     for bad in (0, -2, "two"):
         with pytest.raises(ConfigError, match=r"^workload\.cores: "):
             validate_scenario(_scenario(cores=bad))
+
+
+@pytest.mark.parametrize("granularity, starts", [("immediate", [0.0, 0.2, 0.4, 0.6]),
+                                                 ("partition", [0.0, 0.25, 0.5, 0.75])])
+def test_cancel_granularity_by_hand(granularity, starts):
+    # gc-fr, n=2, s=1: each worker computes 2 partitions, the first arrival decodes. Worker 0 takes
+    # 0.1 s per partition, worker 1 (scale 2.5) 0.25 s. Every iteration ends at worker 0's 0.2 s; the
+    # cancel finds worker 1 inside its first partition: 'immediate' frees it at once, 'partition' when
+    # that partition ends, 0.25 s after it started, so worker 1 starts iteration t at 0.25 t.
+    d = {"name": "gran", "n_workers": 2, "iterations": 4, "seed": 0, "schemes": [{"name": "gc-fr", "s": 1}],
+         "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.1}},
+         "stragglers": {"worker_scale": [1, 2.5]}, "cancel_granularity": granularity}
+    res = simulate(validate_scenario(d))
+    np.testing.assert_allclose(res.iterations.duration_s, 0.2, rtol=1e-12)
+    w1 = res.workers[res.workers.worker == 1]
+    np.testing.assert_allclose(w1.compute_start_s, starts, rtol=1e-12, atol=1e-12)
+    assert set(w1.status) == {"cancelled"}

@@ -6,9 +6,21 @@ Copied from the run's ``config.yaml`` (never calibrated): ``n_workers``, the sch
 
 Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after a warm-up):
 
+* **CPU contention** (``workload.cores``): the cores the run's workers shared – a real run's
+  ``meta.json`` ``host_cpus`` (the machine's CPU count), a simulated run's ``workload.cores``; None
+  (no contention) when unknown or when every worker has a core of its own (``n <= cores``). With
+  contention, every compute time below is first *de-contended* (:mod:`gcsim.compare.contention`):
+  the CPU-seconds on an idle core that the worker needed, given how many workers were busy at each
+  instant of its compute (processor sharing, the simulator's model). Without it, a worker computing
+  alone after its delay and one computing among six look like different distributions, and drawing
+  them i.i.d. spreads the simulated workers far more than the observed, correlated ones.
+* **per-call overhead** (``workload.call_overhead``, with contention only): empirical de-contended
+  CPU-seconds from the end of the partitions to ``send_s`` (loading the weights, encoding).
 * **per-partition compute time** (``workload.compute``): empirical distribution of
   ``compute_s / n_partitions / slowdown`` (the injected slowdown is divided out, since the scenario
-  re-applies it). Workers cancelled before they sent have a *right-censored* compute time (the true
+  re-applies it); with contention the de-contended CPU-seconds of the partitions divided by
+  ``n_partitions`` (and by a slowdown below 1, which the simulator applies to CPU work).
+  Workers cancelled before they sent have a *right-censored* compute time (the true
   time is at least what was recorded); with any censored rows the distribution is the Kaplan–Meier
   estimate (Kaplan & Meier, JASA 1958; ``scipy.stats.ecdf`` on ``scipy.stats.CensoredData``),
   represented by its quantiles at ``(k + 0.5)/K``. For schemes with ``d > 1`` partitions per worker
@@ -26,7 +38,13 @@ Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after 
   their sum. With one size the split is not identifiable: payloads ≥ 1 MiB are attributed to
   bandwidth (``latency_s = 0``), smaller ones to latency (``bandwidth = inf``); a note says so.
 * **master per-iteration overhead** (``master.decode_s``): empirical ``end_s - decodable_s``
-  (decode, optimizer step, bookkeeping).
+  (decode, optimizer step, bookkeeping). Not de-contended: the real master (the Ray driver) runs at
+  normal priority while Ray starts its workers at niceness 15 (``RAY_worker_niceness``), so the
+  workers barely slow it down.
+* **cancel granularity** (``cancel_granularity``): copied from the run (:func:`cancel_granularity`); a
+  real run's workers notice a cancel only between partitions (:mod:`gcsim.real.worker`), so a real
+  run is simulated with ``partition``, and its cancelled workers' compute covers whole partitions
+  (not censored, see :func:`per_partition_compute`).
 
 Injected delays are *not* calibrated: scenario mode draws them from the run's straggler spec with
 fresh seeds; paired (trace-driven) mode keeps the run's seed, so the keyed straggler streams of
@@ -44,6 +62,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from gcsim.compare.contention import decontend
 from gcsim.compare.rundir import RunDir
 from gcsim.errors import ConfigError, RunDirError
 
@@ -90,6 +109,10 @@ class Calibration:
         start_lag_s: median over iterations of the per-iteration median start lag
             ``compute_start_s - start_s`` (seconds).
         notes: human-readable caveats (e.g. unidentified bandwidth).
+        cores: cores the workers shared (None: no contention); compute/overhead values are then
+            CPU-seconds on an idle core.
+        overhead_values_s: per-call overhead CPU-seconds (empty: none modelled).
+        cancel_granularity: ``"partition"`` for real runs (see module docstring), else ``"immediate"``.
     """
 
     source: tuple[str, ...]
@@ -101,6 +124,9 @@ class Calibration:
     master_values_s: np.ndarray
     start_lag_s: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cores: float | None = None
+    overhead_values_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cancel_granularity: str = "immediate"
 
     def compute_spec(self, permutation_seed: int | None = None) -> dict:
         """``{dist: empirical, values: [...]}`` of the per-partition compute seconds. With
@@ -111,6 +137,12 @@ class Calibration:
     def master_spec(self, permutation_seed: int | None = None) -> dict:
         """``{dist: empirical, values: [...]}`` of the master's per-iteration overhead seconds."""
         return {"dist": "empirical", "values": _shuffled(self.master_values_s, permutation_seed)}
+
+    def overhead_spec(self, permutation_seed: int | None = None) -> dict | None:
+        """``{dist: empirical, values: [...]}`` of the per-call overhead CPU-seconds, or None."""
+        if self.overhead_values_s.size == 0:
+            return None
+        return {"dist": "empirical", "values": _shuffled(self.overhead_values_s, permutation_seed)}
 
     def network_spec(self) -> dict:
         """``{latency_s, bandwidth_bytes_per_s}`` for the scenario's ``network``."""
@@ -129,6 +161,8 @@ class Calibration:
             "transfer_mean_s": self.transfer.mean_transfer_s, "transfer_p95_s": self.transfer.p95_transfer_s,
             "master_overhead_mean_s": float(m.mean()), "master_overhead_p95_s": float(np.quantile(m, 0.95)),
             "start_lag_median_s": self.start_lag_s, "notes": list(self.notes),
+            "cores": self.cores, "cancel_granularity": self.cancel_granularity,
+            "call_overhead_mean_s": float(self.overhead_values_s.mean()) if self.overhead_values_s.size else 0.0,
         }
 
 
@@ -188,7 +222,9 @@ def _warm(run: RunDir, scheme: str, warmup: int) -> tuple[pd.DataFrame, pd.DataF
 
 
 def per_partition_compute(workers: pd.DataFrame, iterations: pd.DataFrame | None = None,
-                          cancel_latency_s: float = 0.0) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+                          cancel_latency_s: float = 0.0,
+                          cpu_s: np.ndarray | None = None,
+                          whole_partitions: bool = False) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per-partition compute seconds before slowdown, with right-censoring of cancelled workers.
 
     A worker that sent its message(s) (``send_s`` finite, or status ``arrived``/``late``) finished its
@@ -197,11 +233,26 @@ def per_partition_compute(workers: pd.DataFrame, iterations: pd.DataFrame | None
     seconds (the engine's order is delay, then compute), a right-censored observation; rows with no
     compute before the cancel carry no information and are dropped.
 
+    With ``cpu_s`` (de-contended CPU-seconds of each row's partitions, :func:`gcsim.compare.contention.decontend`)
+    the values are ``cpu_s / n_partitions / min(1, slowdown)`` (a slowdown above 1 is idle time, already
+    outside ``cpu_s``); a cancelled row's ``cpu_s`` covers what it computed before it stopped and is
+    its censoring value.
+
+    With ``whole_partitions`` (the real executor: a worker notices a cancel only between partitions)
+    a cancelled row's recorded compute covers ``j`` WHOLE partitions, ``1 <= j <= d``: it is not
+    censored but a complete observation of ``j`` partitions, with ``j`` the whole number of partitions
+    nearest to its compute over the median per-partition value of the rows that sent (clipped to
+    ``[1, d]``). Treating these rows (the slowest of their iteration) as censored would let
+    Kaplan–Meier push their mass above every finished row – the censoring is not independent of the
+    compute time here.
+
     Args:
         workers: workers.csv rows (seconds).
         iterations: iterations.csv rows (for ``decodable_s`` of cancelled rows; without it cancelled
             rows are censored at their recorded ``compute_s``).
         cancel_latency_s: seconds from decodable to the cancel reaching a worker.
+        cpu_s: optional ``(k,)`` de-contended CPU-seconds aligned with ``workers`` rows.
+        whole_partitions: cancelled rows stopped at a partition boundary (see above).
     Returns:
         ``{d: (complete_s, censored_s)}``: per partition count ``d``, the per-partition mean seconds
         ``compute_s / d / slowdown`` of finished and of cancelled workers (see
@@ -215,9 +266,14 @@ def per_partition_compute(workers: pd.DataFrame, iterations: pd.DataFrame | None
     status = w["status"].astype(str).to_numpy()
     scale = np.where(d > 0, d, 1.0) * sl
     complete = np.isfinite(c) & (c > 0) & (d > 0) & (np.isin(status, list(_COMPLETED)) | np.isfinite(send))
-    u = c[complete] / scale[complete]
     never_sent = (d > 0) & ~complete
-    if iterations is not None and never_sent.any():
+    if cpu_s is not None:
+        c = np.asarray(cpu_s, float)
+        scale = np.where(d > 0, d, 1.0) * np.minimum(sl, 1.0)
+        spent = c
+    elif whole_partitions:
+        spent = c
+    elif iterations is not None and never_sent.any():
         dec = iterations.set_index("iteration")["decodable_s"].astype(float)
         cut = (dec.reindex(w["iteration"]).to_numpy(float) + cancel_latency_s - num("compute_start_s")
                - np.nan_to_num(num("delay_s")))
@@ -228,7 +284,12 @@ def per_partition_compute(workers: pd.DataFrame, iterations: pd.DataFrame | None
     r = spent / scale
     out = {}
     for dv in np.unique(d[complete | cens]).astype(int):
-        out[int(dv)] = (c[complete & (d == dv)] / scale[complete & (d == dv)], r[cens & (d == dv)])
+        u, rc = c[complete & (d == dv)] / scale[complete & (d == dv)], r[cens & (d == dv)]
+        if whole_partitions and u.size and rc.size:
+            total = rc * dv  # the row's compute (slowdown divided out)
+            j = np.clip(np.round(total / np.median(u)), 1, dv)
+            u, rc = np.concatenate([u, total / j]), rc[:0]
+        out[int(dv)] = (u, rc)
     return out
 
 
@@ -318,14 +379,43 @@ def fit_transfer(payload_bytes: np.ndarray, transfer_s: np.ndarray) -> tuple[Tra
     return fit, notes
 
 
+def recorded_cores(run: RunDir) -> float | None:
+    """Cores the run's workers shared as recorded: a real run's ``meta.json`` ``usable_cpus`` (CPU
+    affinity) or ``host_cpus`` (the machine's CPU count), else ``config.yaml`` ``workload.cores``;
+    None when none is a number > 0."""
+    wl = run.config.get("workload") if isinstance(run.config.get("workload"), dict) else {}
+    for v in (run.meta.get("usable_cpus"), run.meta.get("host_cpus"), wl.get("cores")):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < np.inf:
+            return float(v)
+    return None
+
+
+def run_cores(run: RunDir) -> float | None:
+    """:func:`recorded_cores`, or None when unknown or when ``n_workers <= cores`` (no contention)."""
+    v = recorded_cores(run)
+    return None if v is None or run.n_workers <= v else v
+
+
+def cancel_granularity(run: RunDir) -> str:
+    """When the run's cancelled workers stopped: ``config.yaml`` ``cancel_granularity``, else (runs
+    recorded before the field existed) ``partition`` for a real run (its workers check for a cancel
+    between partitions) and ``immediate`` for a simulated one."""
+    v = run.config.get("cancel_granularity")
+    if v in ("immediate", "partition"):
+        return v
+    return "partition" if run.executor == "real" else "immediate"
+
+
 def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[str]] | None = None,
-              warmup: int = 0) -> Calibration:
+              warmup: int = 0, contention: bool = True) -> Calibration:
     """Calibrate compute, transfer and master overhead from measured run(s).
 
     Args:
         runs: one run or several with the same ``n`` (their samples are pooled).
         schemes: run label -> schemes to use (default: every scheme of each run).
         warmup: iterations dropped at the start of every scheme.
+        contention: de-contend compute times with each run's :func:`run_cores` (False: take them
+            as measured, no ``cores`` in the scenario).
     Returns:
         :class:`Calibration`.
     Raises:
@@ -337,13 +427,25 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     for r in runs[1:]:
         require_same_n(runs[0], r)
     groups: dict[int, tuple[list, list]] = {}
-    pay, tr, master, lags, disp_pay, disp = [], [], [], [], [], []
+    pay, tr, master, lags, disp_pay, disp, overheads = [], [], [], [], [], [], []
+    cores = run_cores(runs[0]) if contention else None
     for run in runs:
         g_bytes, m_bytes = message_bytes(run)
         cancel_latency = float(run.config.get("cancel_latency_s") or 0.0)
+        run_c = run_cores(run) if cores is not None else None
         for sch in (schemes or {}).get(run.label, run.schemes):
             its, wk = _warm(run, sch, warmup)
-            for dv, (u, r) in per_partition_compute(wk, its, cancel_latency).items():
+            cpu_s = None
+            if cores is not None:
+                # every row of the scheme's run contends (warm-up and late rows included); no cores
+                # recorded for this run: its compute is taken as measured
+                all_rows = run.workers_of(sch)
+                dec = decontend(all_rows, run_c if run_c is not None else np.inf,
+                                rows=all_rows.index.isin(wk.index))
+                cpu_s = dec.partitions_s
+                overheads.append(dec.overhead_s[np.isfinite(dec.overhead_s)])
+            whole = cancel_granularity(run) == "partition"
+            for dv, (u, r) in per_partition_compute(wk, its, cancel_latency, cpu_s, whole).items():
                 groups.setdefault(dv, ([], []))[0].append(u)
                 groups[dv][1].append(r)
             frac = float(run.scheme_row(sch).get("communication_load", 1.0) or 1.0)
@@ -401,9 +503,15 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     lag_all = np.concatenate(lags)
     if n_cens:
         notes.append(f"{n_cens} of {n_rows} compute times right-censored (cancelled): Kaplan–Meier estimate")
+    over = np.concatenate(overheads) if overheads else np.zeros(0)
+    if cores is not None:
+        notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing); "
+                     f"per-call overhead mean {over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU")
+    granularity = cancel_granularity(runs[0])
     return Calibration(source=tuple(r.label for r in runs), n_workers=n, compute_values_s=np.asarray(compute, float),
                        n_compute_rows=n_rows, n_censored=n_cens, transfer=transfer, master_values_s=m,
-                       start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes))
+                       start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes),
+                       cores=cores, overhead_values_s=np.maximum(over, 0.0), cancel_granularity=granularity)
 
 
 def require_same_n(source: RunDir, target: RunDir) -> None:
@@ -443,13 +551,17 @@ def scenario_data(run: RunDir, scheme: str, calibration: Calibration, *, seed: i
         data["seed"] = int(seed)
     g_bytes, m_bytes = message_bytes(run)
     name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{run.label}-{scheme}").lstrip("-_.") or "compare"
+    workload = {"gradient_bytes": g_bytes, "model_bytes": m_bytes, "compute": calibration.compute_spec(permutation_seed)}
+    if calibration.cores is not None:
+        workload["cores"] = calibration.cores
+        workload["call_overhead"] = calibration.overhead_spec(permutation_seed)
     data.update(
         name=name,
         schemes=[scheme_spec(run, scheme)],
-        workload={"gradient_bytes": g_bytes, "model_bytes": m_bytes,
-                  "compute": calibration.compute_spec(permutation_seed)},
+        workload=workload,
         network=calibration.network_spec(),
         master={"decode_s": calibration.master_spec(permutation_seed)},
+        cancel_granularity=calibration.cancel_granularity,
     )
     return data
 
@@ -470,5 +582,5 @@ def build_scenario(run: RunDir, scheme: str, calibration: Calibration, **kw):
 
 
 __all__ = ["Calibration", "TransferFit", "build_scenario", "calibrate", "compute_distribution", "fit_transfer",
-           "message_bytes",
+           "message_bytes", "cancel_granularity", "recorded_cores", "run_cores",
            "match_partition_spread", "per_partition_compute", "require_same_n", "scenario_data", "scheme_spec"]

@@ -17,6 +17,8 @@ One :class:`simpy.Environment` per scheme; all schemes see the same draws (commo
    the master's ``decode_s`` draw: ``end_s``;
 5. unfinished work: ``cancel`` – the master's cancel reaches stragglers ``cancel_latency_s`` after
    ``decodable_s`` and they drop the iteration (messages already on the wire still arrive, late);
+   with ``cancel_granularity: partition`` a worker computing a partition notices the cancel only when
+   that partition ends (as the real executor's workers do; one in its delay stops at once);
    ``carry-over`` – stragglers finish (and send) their stale work first, like a synchronous Ray
    actor running queued calls in order, so they start iteration ``t+1`` late.
 
@@ -284,6 +286,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     cum = np.concatenate([np.zeros((I, n, 1)), np.cumsum(work, axis=2)], axis=2)
     delay = block.delay_s
     plans = _Plans(scheme)
+    at_partition = sc.cancel_granularity == "partition"
 
     env = simpy.Environment()
     dispatch = [env.event() for _ in range(I)]
@@ -332,9 +335,11 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
             comp_s[it, w] = cum[it, w, d]
             done = 0
             lead = delay[it, w]
+            seg_t0, seg_lead, bound = env.now, lead, 0
             try:
                 for bound, mids in segs[w]:
                     dur = lead + cum[it, w, bound] - cum[it, w, done]
+                    seg_t0, seg_lead = env.now, lead
                     lead = 0.0
                     if dur > 0:
                         yield env.timeout(dur)
@@ -343,6 +348,13 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
                         send(it, mid, w)
             except simpy.Interrupt:
                 cancelled[it, w] = True
+                into = env.now - seg_t0 - seg_lead
+                if at_partition and into > 0 and bound > done:
+                    # the cancel is noticed when the partition in progress ends
+                    ends = cum[it, w, done + 1:bound + 1] - cum[it, w, done]
+                    rest = float(ends[min(np.searchsorted(ends, into), len(ends) - 1)] - into)
+                    if rest > 0:
+                        yield env.timeout(rest)
             current[w] = -1
 
     cpu = ProcessorSharing(env, sc.workload.cores) if sc.workload.cores is not None else None
@@ -384,7 +396,10 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
             except simpy.Interrupt:
                 cancelled[it, w] = True
                 if job is not None:
-                    cpu.withdraw(job)
+                    if at_partition:
+                        yield job  # the cancel is noticed when the partition (or encoding) in progress ends
+                    else:
+                        cpu.withdraw(job)
                 if part_t0 is not None:
                     spent += env.now - part_t0
             comp_s[it, w] = spent
