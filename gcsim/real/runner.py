@@ -178,7 +178,9 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
     item = {"float32": 4, "float64": 8}
     workload = scenario.workload.model_copy(update={"gradient_bytes": float(n_params * item[cfg.payload_dtype]),
                                                     "model_bytes": float(n_params * item[cfg.dtype])})
-    scenario = scenario.model_copy(update={"workload": workload})
+    # the workers notice a cancel only between partitions (gcsim.real.worker): the simulator replays
+    # this run with the same cancel semantics
+    scenario = scenario.model_copy(update={"workload": workload, "cancel_granularity": "partition"})
     run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
     return _execute(run, cfg, scenario, checkpoint=None, progress=progress, hooks=hooks)
 
@@ -336,6 +338,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         bar = tqdm(total=cfg.iterations, initial=start_it, desc=cfg.scheme, unit="it", disable=not progress,
                    dynamic_ncols=True)
         status = "finished"
+        cpu_before, cpu_load = (_host_cpu_times(), time.process_time()), None  # machine load while iterating
         try:
             for it in range(start_it, cfg.iterations):
                 if stop.set:
@@ -361,6 +364,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
                     write_traces(ps, with_summary=last)
                     run.write_status("running", iterations_done=done, **status_common)
             ps.drain(timeout_s=5.0)
+            cpu_load = _cpu_load_between(cpu_before, (_host_cpu_times(), time.process_time()))
         except RunFailedError as e:
             ps.abandon_iteration()
             ps.drain(timeout_s=1.0)
@@ -400,5 +404,48 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     run.write_status("finished", iterations_done=done, wall_s=wall_s, **status_common)
     write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
                model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
-               host=socket.gethostname(), host_cpus=os.cpu_count(), ray=ray_info)
+               host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
+               host_cpu_load=cpu_load, ray=ray_info)
     return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
+
+
+def _usable_cpus() -> int | None:
+    """CPUs this process may run on (``os.sched_getaffinity``), None where unsupported."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _host_cpu_times() -> list[int] | None:
+    """The machine-wide ``cpu`` line of ``/proc/stat`` (clock ticks: user nice system idle iowait irq
+    softirq steal ...), None where unavailable (not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            head = f.readline().split()
+        return [int(x) for x in head[1:]] if head and head[0] == "cpu" else None
+    except (OSError, ValueError):
+        return None
+
+
+def _cpu_load_between(before: tuple, after: tuple) -> dict | None:
+    """Average CPU use while iterating, in cores, from two ``(_host_cpu_times(), time.process_time())``
+    readings: ``busy_cores`` (the whole machine: everything but idle and iowait), ``niced_cores``
+    (processes with niceness > 0: Ray starts its workers at niceness 15, ``RAY_worker_niceness``, so
+    mostly this run's workers), ``master_cores`` (this process, the master), and ``other_cores`` =
+    busy - niced - master: Ray's daemons and any other load on the machine, which takes precedence
+    over the niced workers and so leaves them fewer cores; plus the 1-minute load average at the end.
+    None where ``/proc/stat`` is unavailable."""
+    (a, p0), (b, p1) = before, after
+    if a is None or b is None or len(a) < 5 or len(a) != len(b):
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d[:8])
+    if total <= 0:
+        return None
+    cores = os.cpu_count() or 1  # /proc/stat's cpu line sums every online CPU
+    wall_s = total / cores / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+    busy, niced = cores * (total - d[3] - d[4]) / total, cores * d[1] / total
+    master = (p1 - p0) / wall_s if wall_s > 0 else 0.0
+    return {"busy_cores": round(busy, 3), "niced_cores": round(niced, 3), "master_cores": round(master, 3),
+            "other_cores": round(max(busy - niced - master, 0.0), 3), "loadavg_1m_end": round(os.getloadavg()[0], 2)}
