@@ -112,13 +112,15 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
     for key, cal in result.calibrations.items():
         d = cal.describe()
         cal_rows.append({
-            "calibrated from": key, "compute/partition mean ms": _ms(d["compute_per_partition_mean_s"]),
+            "calibrated from": key, "cores": "-" if d.get("cores") is None else f"{d['cores']:g}",
+            "compute/partition mean ms": _ms(d["compute_per_partition_mean_s"]),
             "p95 ms": _ms(d["compute_per_partition_p95_s"]),
             "censored": f"{d['compute_censored_rows']}/{d['compute_rows']}",
             "latency ms": _ms(d["latency_s"]),
             "bandwidth MB/s": "inf" if not math.isfinite(d["bandwidth_bytes_per_s"]) else f"{d['bandwidth_bytes_per_s'] / 1e6:.1f}",
             "transfer mean ms": _ms(d["transfer_mean_s"]), "master overhead mean ms": _ms(d["master_overhead_mean_s"]),
             "start lag median ms": _ms(d["start_lag_median_s"]),
+            "call overhead mean ms": _ms(d.get("call_overhead_mean_s", 0.0)),
         })
     if cal_rows:
         lines += [_md_table(pd.DataFrame(cal_rows)), ""]

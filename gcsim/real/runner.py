@@ -339,6 +339,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
                    dynamic_ncols=True)
         status = "finished"
         cpu_before, cpu_load = (_host_cpu_times(), time.process_time()), None  # machine load while iterating
+        eval_cpu_s = 0.0  # the master's test-set evaluations, left out of that load
         try:
             for it in range(start_it, cfg.iterations):
                 if stop.set:
@@ -355,7 +356,9 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
                                     + (f" acc={test_acc:.3f}" if np.isfinite(test_acc) else ""))
                 last = it == cfg.iterations - 1
                 if (it + 1) % cfg.eval_every == 0 or last:
+                    eval0 = time.process_time()
                     test_loss, test_acc = evaluate(model, test_x, test_y)
+                    eval_cpu_s += time.process_time() - eval0
                     metrics.append({"iteration": it, "loss": float(np.mean(loss_window)) if loss_window else np.nan,
                                     "test_loss": test_loss, "test_accuracy": test_acc, "elapsed_s": ps.clock()})
                     loss_window = []
@@ -364,7 +367,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
                     write_traces(ps, with_summary=last)
                     run.write_status("running", iterations_done=done, **status_common)
             ps.drain(timeout_s=5.0)
-            cpu_load = _cpu_load_between(cpu_before, (_host_cpu_times(), time.process_time()))
+            cpu_load = _cpu_load_between(cpu_before, (_host_cpu_times(), time.process_time()), eval_cpu_s)
         except RunFailedError as e:
             ps.abandon_iteration()
             ps.drain(timeout_s=1.0)
@@ -428,13 +431,14 @@ def _host_cpu_times() -> list[int] | None:
         return None
 
 
-def _cpu_load_between(before: tuple, after: tuple) -> dict | None:
+def _cpu_load_between(before: tuple, after: tuple, excluded_cpu_s: float = 0.0) -> dict | None:
     """Average CPU use while iterating, in cores, from two ``(_host_cpu_times(), time.process_time())``
     readings: ``busy_cores`` (the whole machine: everything but idle and iowait), ``niced_cores``
     (processes with niceness > 0: Ray starts its workers at niceness 15, ``RAY_worker_niceness``, so
     mostly this run's workers), ``master_cores`` (this process, the master), and ``other_cores`` =
     busy - niced - master: Ray's daemons and any other load on the machine, which takes precedence
     over the niced workers and so leaves them fewer cores; plus the 1-minute load average at the end.
+    ``excluded_cpu_s`` of this process (test-set evaluations) are left out of busy and master.
     None where ``/proc/stat`` is unavailable."""
     (a, p0), (b, p1) = before, after
     if a is None or b is None or len(a) < 5 or len(a) != len(b):
@@ -445,7 +449,10 @@ def _cpu_load_between(before: tuple, after: tuple) -> dict | None:
         return None
     cores = os.cpu_count() or 1  # /proc/stat's cpu line sums every online CPU
     wall_s = total / cores / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
-    busy, niced = cores * (total - d[3] - d[4]) / total, cores * d[1] / total
-    master = (p1 - p0) / wall_s if wall_s > 0 else 0.0
-    return {"busy_cores": round(busy, 3), "niced_cores": round(niced, 3), "master_cores": round(master, 3),
+    if wall_s <= 0:
+        return None
+    excluded = max(excluded_cpu_s, 0.0) / wall_s
+    busy, niced = cores * (total - d[3] - d[4]) / total - excluded, cores * d[1] / total
+    master = (p1 - p0) / wall_s - excluded
+    return {"busy_cores": round(busy, 3), "niced_cores": round(niced, 3), "master_cores": round(max(master, 0.0), 3),
             "other_cores": round(max(busy - niced - master, 0.0), 3), "loadavg_1m_end": round(os.getloadavg()[0], 2)}
