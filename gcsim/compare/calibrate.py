@@ -14,6 +14,12 @@ Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after 
   instant of its compute (processor sharing, the simulator's model). Without it, a worker computing
   alone after its delay and one computing among six look like different distributions, and drawing
   them i.i.d. spreads the simulated workers far more than the observed, correlated ones.
+  What else takes CPU while the workers compute is absorbed into the de-contended work: on the
+  2-core machine of the acceptance runs, the master's blocking ``ray.wait`` (~0.13 core while it
+  waits), Ray's daemons and any other normal-priority load (``meta.json`` ``host_cpu_load`` records
+  it) preempt the workers, which Ray runs at niceness 15. On a quiet machine the de-contended work
+  per partition matches a worker computing alone (~27-29 ms for the small CNN); under load it is
+  larger, so a worker computing alone after its delay is then predicted somewhat slow.
 * **per-call overhead** (``workload.call_overhead``, with contention only): empirical de-contended
   CPU-seconds from the end of the partitions to ``send_s`` (loading the weights, encoding).
 * **per-partition compute time** (``workload.compute``): empirical distribution of
