@@ -81,6 +81,20 @@ def summarize(iterations: pd.DataFrame, loads: dict[str, dict]) -> pd.DataFrame:
     return out
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def make_public(path: Path) -> Path:
+    """Give a file or directory made by ``tempfile`` (mode 0600 / 0700) the mode a plain ``open`` /
+    ``mkdir`` would have given it under the process umask (usually 0644 / 0755). Returns ``path``."""
+    path = Path(path)
+    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~_umask())
+    return path
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
     path = Path(path)
@@ -89,6 +103,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        make_public(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from gcsim.compare.pipeline import CompareResult
 from gcsim.compare.plots import (SamplePair, plot_cdf_overlay, plot_predicted_vs_measured, plot_qq, plot_timeline)
 from gcsim.compare.report import render_report
 from gcsim.errors import ConfigError
-from gcsim.trace import atomic_write_text
+from gcsim.trace import atomic_write_text, make_public
 
 
 def default_out_dir(root: str | Path = "runs/compare") -> Path:
@@ -107,7 +107,7 @@ def write_compare_outputs(result: CompareResult, out_dir: str | Path, *, command
     """
     out = check_out_dir(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    tmp = make_public(Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-")))
     try:
         files = _write_into(result, tmp, command)
         os.chmod(tmp, 0o755)

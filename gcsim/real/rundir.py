@@ -25,7 +25,8 @@ import pandas as pd
 import yaml
 
 from gcsim.errors import RunDirError
-from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, atomic_write_text, read_table, write_csv
+from gcsim.trace import (ITERATION_COLUMNS, WORKER_COLUMNS, atomic_write_text, make_public, read_table,
+                          write_csv)
 
 #: metrics.csv: ``iteration`` (0-based, the last iteration before the evaluation), ``loss`` (mean
 #: training mini-batch loss over the iterations since the previous evaluation), ``test_loss`` and
@@ -99,6 +100,7 @@ class RealRunDir:
                 f.write(buf.getvalue())
                 f.flush()
                 os.fsync(f.fileno())
+            make_public(Path(tmp))
             os.replace(tmp, self.checkpoint_path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

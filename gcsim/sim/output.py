@@ -19,7 +19,7 @@ from gcsim.errors import ConfigError
 from gcsim.scenario import Scenario
 from gcsim.sim.engine import SimResult
 from gcsim.sim.plots import plot_bars, plot_cdf
-from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS, atomic_write_text, write_csv, write_meta
+from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS, atomic_write_text, write_csv, write_meta, make_public
 
 
 def default_run_dir(scenario_name: str, root: str | Path = "runs/sim") -> Path:
@@ -70,7 +70,7 @@ def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | P
     sc = result.scenario if result.scenario is not None else scenario
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+        tmp = make_public(Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")))
     except OSError as e:
         raise ConfigError("--out", "a path where a directory can be created",
                           f"{out_dir} ({e.strerror or type(e).__name__})") from None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from gcsim.errors import ConfigError
-from gcsim.trace import atomic_write_text
+from gcsim.trace import atomic_write_text, make_public
 
 MANIFEST = "study.json"
 
@@ -66,7 +66,7 @@ def publish(out_dir: str | Path, fill: Callable[[Path], list[str]], manifest: di
         ConfigError: as :func:`prepare_out_dir`.
     """
     out = prepare_out_dir(out_dir)
-    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".study-tmp-"))
+    tmp = make_public(Path(tempfile.mkdtemp(dir=out, prefix=".study-tmp-")))
     try:
         names = list(fill(tmp))
         previous = _previous_files(out)
