@@ -18,19 +18,7 @@ import numpy as np
 from gcsim.errors import SchemeError
 from gcsim.schemes import make_scheme, scheme_names
 
-
-def params_for(name: str, n: int) -> dict | None:
-    """A representative (s, m) each scheme accepts at this n, or None."""
-    s = max(1, n // 8)
-    for cand in ([{"s": 0}] if name == "uncoded" else
-                 [{"s": s, "m": 2}, {"s": s - 1, "m": 2}] if name.startswith("cce") else
-                 [{"s": s}, {"s": s + 1}, {"s": s - 1}]):
-        try:
-            make_scheme(name, n=n, **cand)
-            return cand
-        except SchemeError:
-            continue
-    return None
+from _params import representative_params
 
 
 def time_iterations(scheme, iterations: int, rng: np.random.Generator) -> float:
@@ -55,7 +43,7 @@ def main() -> None:
     print(f"{'scheme':<18}{'n':>5}{'s':>4}{'m':>3}{'cold us/it':>12}{'warm us/it':>12}")
     for name in scheme_names():
         for n in sizes:
-            p = params_for(name, n)
+            p = representative_params(name, n)
             if p is None:
                 print(f"{name:<18}{n:>5}   (no accepted s, m at this n)")
                 continue

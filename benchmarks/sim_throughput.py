@@ -17,10 +17,10 @@ import time
 import simpy
 from simpy.events import Condition
 
-from gcsim.errors import SchemeError
 from gcsim.scenario import load_scenario, validate_scenario
-from gcsim.schemes import make_scheme
 from gcsim.sim.engine import simulate
+
+from _params import representative_params
 
 
 def bare_simpy_rate(n: int, iterations: int, wait_for: int) -> float:
@@ -39,22 +39,6 @@ def bare_simpy_rate(n: int, iterations: int, wait_for: int) -> float:
     return n * iterations / (time.perf_counter() - t0)
 
 
-def scheme_params(name: str, n: int) -> dict | None:
-    """s close to n/8 (m = 2 for CCE) that the scheme accepts at this n, or None."""
-    if name == "uncoded":
-        return {}
-    base = max(1, n // 8)
-    for s in (base, base - 1, base + 1, base - 2, base + 2):
-        p = {"s": s, "m": 2} if name.startswith("cce") else {"s": s}
-        try:
-            if s >= 1:
-                make_scheme(name, n=n, **p)
-                return p
-        except SchemeError:
-            continue
-    return None
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="scenarios/heavy_tail.yaml")
@@ -66,7 +50,7 @@ def main() -> None:
     print(f"{'scheme':<18}{'n':>5}{'model wi/s':>14}{'bare wi/s':>14}{'model/bare':>12}")
     for n in (int(x) for x in args.sizes.split(",")):
         for name in args.schemes.split(","):
-            p = scheme_params(name, n)
+            p = representative_params(name, n)
             if p is None:
                 print(f"{name:<18}{n:>5}   (no accepted parameters at this n)")
                 continue
