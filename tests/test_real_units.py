@@ -88,6 +88,8 @@ def test_resolve_config_takes_defaults_from_the_scenario(tmp_path):
     (dict(scheme="cce-fr", m=3), r"--scheme/--workers/--s/--m: expected parameters the scheme accepts"),
     (dict(scheme="gc-fr", n_workers=0), r"--workers: expected greater than or equal to 1, got 0"),
     (dict(scheme="gc-fr", batch_size=-3), r"--batch-size: expected greater than or equal to 1, got -3"),
+    # fewer images than partitions: an empty slice trained on NaN losses before
+    (dict(scheme="uncoded", batch_size=5), r"--batch-size: expected an integer >= the number of workers n=6 .*got 5"),
 ])
 def test_resolve_config_errors_name_the_option(kwargs, match):
     scheme = kwargs.pop("scheme")

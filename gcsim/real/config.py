@@ -102,7 +102,8 @@ def resolve_config(scheme: str, scenario_path: str | Path | None = None, **overr
         this run (``n_workers``, ``iterations``, ``seed`` and a single ``schemes`` entry updated).
     Raises:
         ConfigError: unreadable scenario, bad option (names the option, allowed values, given value),
-            or scheme parameters the scheme refuses.
+            a batch smaller than the number of workers (an empty partition slice), or scheme parameters
+            the scheme refuses.
     """
     from gcsim.scenario import SchemeSpec, load_scenario, validate_scenario
     from gcsim.schemes import make_scheme, scheme_names
@@ -131,6 +132,9 @@ def resolve_config(scheme: str, scenario_path: str | Path | None = None, **overr
         name = ".".join(str(x) for x in err["loc"])
         field = {"n_workers": "--workers"}.get(name, "--" + name.replace("_", "-"))
         raise ConfigError(field, str(err["msg"]).removeprefix("Input should be "), err.get("input")) from None
+    if cfg.batch_size < cfg.n_workers:  # an empty partition slice has no loss (NaN) and no gradient
+        raise ConfigError("--batch-size", f"an integer >= the number of workers n={cfg.n_workers} (at least one "
+                          f"image per partition slice)", cfg.batch_size)
     try:
         sch = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed)
     except SchemeError as e:
