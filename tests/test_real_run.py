@@ -179,3 +179,24 @@ def test_cli_real_run_and_errors(env, capsys):
     rc = main(["real", "--scheme", "nope", "--scenario", str(env / "tiny.yaml")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith("gcsim: error: --scheme: expected one of") and "got 'nope'" in err
+
+
+def test_out_that_is_a_file_or_a_non_empty_dir_is_refused_and_left_alone(env, capsys):
+    """--out must be new or empty: a file was a traceback, a foreign non-empty directory got run files
+    (config.yaml, workers.csv, ... of another tool's run) overwritten."""
+    base = ["real", "--scheme", "gc-fr", "--scenario", str(env / "tiny.yaml"), "--iterations", "1",
+            "--batch-size", "8", "--data-dir", str(env / "data"), "--no-progress", "--out"]
+    afile = env / "a_file"
+    afile.write_text("mine\n")
+    rc = main(base + [str(afile)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("gcsim: error: --out: expected a new or empty directory")
+    assert "not a directory" in err[0] and afile.read_text() == "mine\n"
+    foreign = env / "foreign"
+    foreign.mkdir()
+    (foreign / "workers.csv").write_text("someone else's\n")
+    rc = main(base + [str(foreign)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "holding workers.csv" in err[0]
+    assert sorted(p.name for p in foreign.iterdir()) == ["workers.csv"]
+    assert (foreign / "workers.csv").read_text() == "someone else's\n"

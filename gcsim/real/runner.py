@@ -164,7 +164,8 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
     Raises:
         DataError: CIFAR-10 not prepared in ``cfg.data_dir``.
         RunFailedError: the run had to stop (status ``failed``, checkpoint written).
-        RunDirError: ``out_dir`` already holds a run.
+        RunDirError: ``out_dir`` already holds a run, is a file, or is a non-empty directory (its
+            files are never overwritten).
     """
     from gcsim.real.data import require_prepared
     from gcsim.real.model import build_model, num_parameters
@@ -173,6 +174,12 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
     run = RealRunDir(out_dir if out_dir is not None else default_run_dir(cfg.scheme))
     if (run.path / "real.yaml").exists():
         raise RunDirError(f"{run.path}: already holds a run (use --resume {run.path} to continue it)")
+    if run.path.exists() and not run.path.is_dir():
+        raise RunDirError(f"--out: expected a new or empty directory, got {str(run.path)!r} (not a directory)")
+    if run.path.is_dir() and any(run.path.iterdir()):  # never overwrite files someone else wrote
+        held = sorted(p.name for p in run.path.iterdir())
+        raise RunDirError(f"--out: expected a new or empty directory, got {str(run.path)!r} holding "
+                          f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}")
     # the message sizes of this run (what the simulator should charge for them)
     n_params = num_parameters(build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype))
     item = {"float32": 4, "float64": 8}
