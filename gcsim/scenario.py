@@ -97,10 +97,19 @@ class Workload(_Model):
 
 
 class Network(_Model):
-    """Every message costs ``latency_s + bytes / bandwidth_bytes_per_s`` seconds (no contention)."""
+    """Every message costs ``latency_s + bytes / bandwidth_bytes_per_s`` seconds (no contention).
+
+    ``dispatch``: optional seconds, drawn per worker-iteration, from the moment the worker may take the
+    iteration (the master's start, or later when it is still busy) until it has the model and starts:
+    the broadcast as a measured run sees it (issuing the call, scheduling, fetching and deserializing
+    the weights), which is neither one constant nor a function of ``model_bytes``. When set it
+    replaces ``latency_s + model_bytes / bandwidth_bytes_per_s`` for the model broadcast (gradient
+    messages keep the Hockney cost). None (default): the Hockney cost for both.
+    """
 
     latency_s: NonNegFinite = 0.0
     bandwidth_bytes_per_s: Annotated[float, Field(gt=0)] = float("inf")
+    dispatch: Optional[DistSpec] = None
 
 
 class Persistent(_Model):

@@ -133,6 +133,14 @@ class Calibration:
     cores: float | None = None
     overhead_values_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     cancel_granularity: str = "immediate"
+    dispatch_values_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def dispatch_spec(self, permutation_seed: int | None = None) -> dict | None:
+        """``{dist: empirical, values: [...]}`` of the per worker-iteration dispatch seconds
+        (:func:`dispatch_lags`), or None when none was measured."""
+        if self.dispatch_values_s.size == 0:
+            return None
+        return {"dist": "empirical", "values": _shuffled(self.dispatch_values_s, permutation_seed)}
 
     def compute_spec(self, permutation_seed: int | None = None) -> dict:
         """``{dist: empirical, values: [...]}`` of the per-partition compute seconds. With
@@ -150,9 +158,13 @@ class Calibration:
             return None
         return {"dist": "empirical", "values": _shuffled(self.overhead_values_s, permutation_seed)}
 
-    def network_spec(self) -> dict:
-        """``{latency_s, bandwidth_bytes_per_s}`` for the scenario's ``network``."""
-        return {"latency_s": self.transfer.latency_s, "bandwidth_bytes_per_s": self.transfer.bandwidth_bytes_per_s}
+    def network_spec(self, permutation_seed: int | None = None) -> dict:
+        """``{latency_s, bandwidth_bytes_per_s[, dispatch]}`` for the scenario's ``network``."""
+        out = {"latency_s": self.transfer.latency_s, "bandwidth_bytes_per_s": self.transfer.bandwidth_bytes_per_s}
+        disp = self.dispatch_spec(permutation_seed)
+        if disp is not None:
+            out["dispatch"] = disp
+        return out
 
     def describe(self) -> dict:
         """Flat summary for the report / ``calibration.json`` (seconds, bytes)."""
@@ -169,6 +181,8 @@ class Calibration:
             "start_lag_median_s": self.start_lag_s, "notes": list(self.notes),
             "cores": self.cores, "cancel_granularity": self.cancel_granularity,
             "call_overhead_mean_s": float(self.overhead_values_s.mean()) if self.overhead_values_s.size else 0.0,
+            "dispatch_mean_s": float(self.dispatch_values_s.mean()) if self.dispatch_values_s.size else 0.0,
+            "dispatch_p95_s": float(np.quantile(self.dispatch_values_s, 0.95)) if self.dispatch_values_s.size else 0.0,
         }
 
 
@@ -297,6 +311,34 @@ def per_partition_compute(workers: pd.DataFrame, iterations: pd.DataFrame | None
             u, rc = np.concatenate([u, total / j]), rc[:0]
         out[int(dv)] = (u, rc)
     return out
+
+
+def dispatch_lags(workers: pd.DataFrame, iterations: pd.DataFrame, rows=None) -> np.ndarray:
+    """Per worker-iteration dispatch seconds: ``compute_start_s - max(start_s, free_s)``, with
+    ``start_s`` the iteration's start and ``free_s`` the end of the same worker's previous call
+    (its ``send_s``, else ``compute_start_s + delay_s + compute_s``; a cancelled worker finishes
+    the partition in progress first; a previous call ending after this one started is ignored). This is what ``network.dispatch`` draws (:mod:`gcsim.sim.engine`):
+    the broadcast as the run saw it, measured from when the worker could take the call.
+
+    Args:
+        workers: every workers.csv row of one scheme (seconds); iterations: its iterations.csv rows.
+        rows: index labels of ``workers`` to return (default all).
+    Returns:
+        ``(k,)`` seconds (NaN where not recorded), aligned with the selected rows.
+    """
+    w = workers.sort_values(["worker", "iteration"])
+    num = lambda col: pd.to_numeric(w[col], errors="coerce").to_numpy(float)  # noqa: E731
+    start = iterations.set_index("iteration")["start_s"].astype(float).reindex(w["iteration"]).to_numpy(float)
+    cstart = num("compute_start_s")
+    end = np.where(np.isfinite(num("send_s")), num("send_s"),
+                   cstart + np.nan_to_num(num("delay_s")) + np.nan_to_num(num("compute_s")))
+    prev_end = np.concatenate([[np.nan], end[:-1]])
+    same = np.concatenate([[False], w["worker"].to_numpy()[1:] == w["worker"].to_numpy()[:-1]])
+    # a previous call recorded as ending after this one started was dropped (not waited for): use start
+    busy = same & np.isfinite(prev_end) & (prev_end <= cstart)
+    free = np.where(busy, np.maximum(start, prev_end), start)
+    lag = pd.Series(cstart - free, index=w.index)
+    return lag.reindex(workers.index if rows is None else rows).to_numpy(float)
 
 
 def match_partition_spread(values_s: np.ndarray, d: int) -> np.ndarray:
@@ -433,7 +475,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     for r in runs[1:]:
         require_same_n(runs[0], r)
     groups: dict[int, tuple[list, list]] = {}
-    pay, tr, master, lags, disp_pay, disp, overheads = [], [], [], [], [], [], []
+    pay, tr, master, lags, dispatch, overheads = [], [], [], [], [], []
     cores = run_cores(runs[0]) if contention else None
     for run in runs:
         g_bytes, m_bytes = message_bytes(run)
@@ -457,7 +499,11 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
             frac = float(run.scheme_row(sch).get("communication_load", 1.0) or 1.0)
             send = pd.to_numeric(wk["send_s"], errors="coerce").to_numpy(float)
             arr = pd.to_numeric(wk["arrival_s"], errors="coerce").to_numpy(float)
-            ok = np.isfinite(send) & np.isfinite(arr)
+            # messages the master waited for: a late message's arrival_s is stamped whenever the master
+            # next looked (after decodable), not when it arrived
+            ok = np.isfinite(send) & np.isfinite(arr) & (wk["status"].astype(str).to_numpy() == "arrived")
+            if not ok.any():
+                ok = np.isfinite(send) & np.isfinite(arr)
             tr.append(arr[ok] - send[ok])
             pay.append(np.full(int(ok.sum()), g_bytes * frac))
             dec = pd.to_numeric(its["decodable_s"], errors="coerce").to_numpy(float)
@@ -471,10 +517,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                    - st.reindex(wk["iteration"]).to_numpy(float))
             lag_it = pd.Series(lag).groupby(wk["iteration"].to_numpy()).median().dropna()
             lags.append(lag_it.to_numpy(float))
-            # the model broadcast is a message of model_bytes: one point per worker of each iteration
-            per_it = np.repeat(np.maximum(lag_it.to_numpy(float), 0.0), run.n_workers)
-            disp.append(per_it)
-            disp_pay.append(np.full(per_it.size, m_bytes))
+            dispatch.append(dispatch_lags(run.workers_of(sch), run.iterations_of(sch), wk.index))
     where = runs[0].path
     notes: list[str] = []
     parts, n_rows, n_cens = {}, 0, 0
@@ -495,7 +538,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         notes.append("workers computing d > 1 partitions: per-partition spread restored by sqrt(d) "
                      "(mean and variance matched)")
     try:
-        transfer, fit_notes = fit_transfer(np.concatenate(pay + disp_pay), np.concatenate(tr + disp))
+        transfer, fit_notes = fit_transfer(np.concatenate(pay), np.concatenate(tr))
         notes += fit_notes
     except ValueError:
         raise RunDirError(f"{where / 'workers.csv'}: arrival_s: expected arrived messages with send_s and arrival_s, "
@@ -514,7 +557,9 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing); "
                      f"per-call overhead mean {over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU")
     granularity = cancel_granularity(runs[0])
-    return Calibration(source=tuple(r.label for r in runs), n_workers=n, compute_values_s=np.asarray(compute, float),
+    disp_all = np.concatenate(dispatch) if dispatch else np.zeros(0)
+    disp_all = np.maximum(disp_all[np.isfinite(disp_all)], 0.0)
+    return Calibration(dispatch_values_s=disp_all, source=tuple(r.label for r in runs), n_workers=n, compute_values_s=np.asarray(compute, float),
                        n_compute_rows=n_rows, n_censored=n_cens, transfer=transfer, master_values_s=m,
                        start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes),
                        cores=cores, overhead_values_s=np.maximum(over, 0.0), cancel_granularity=granularity)
@@ -565,7 +610,7 @@ def scenario_data(run: RunDir, scheme: str, calibration: Calibration, *, seed: i
         name=name,
         schemes=[scheme_spec(run, scheme)],
         workload=workload,
-        network=calibration.network_spec(),
+        network=calibration.network_spec(permutation_seed),
         master={"decode_s": calibration.master_spec(permutation_seed)},
         cancel_granularity=calibration.cancel_granularity,
     )
@@ -589,4 +634,4 @@ def build_scenario(run: RunDir, scheme: str, calibration: Calibration, **kw):
 
 __all__ = ["Calibration", "TransferFit", "build_scenario", "calibrate", "compute_distribution", "fit_transfer",
            "message_bytes", "cancel_granularity", "recorded_cores", "run_cores",
-           "match_partition_spread", "per_partition_compute", "require_same_n", "scenario_data", "scheme_spec"]
+           "dispatch_lags", "match_partition_spread", "per_partition_compute", "require_same_n", "scenario_data", "scheme_spec"]

@@ -271,6 +271,33 @@ class _Plans:
         return self._val
 
 
+#: key of the per worker-iteration dispatch stream (``network.dispatch``), apart from the straggler streams
+DISPATCH_STREAM = 0xD15FA7C4
+
+
+def _dispatch_draws(sc: Scenario) -> np.ndarray | None:
+    """``(I, n)`` seconds of ``network.dispatch`` (None when unset). Drawn from its own keyed stream
+    ``default_rng([seed, DISPATCH_STREAM, iteration])``, so the straggler, compute and master draws are
+    the same with or without it (paired replays keep the run's delays).
+
+    Raises:
+        ConfigError: field ``network.dispatch`` when a draw is negative or not finite.
+    """
+    spec = sc.network.dispatch
+    if spec is None:
+        return None
+    dist = build_distribution(spec)
+    n = sc.n_workers
+    out = np.stack([np.asarray(dist.from_uniform(
+        np.random.default_rng([int(sc.seed), DISPATCH_STREAM, t]).random((n, dist.n_uniforms))), dtype=np.float64)
+        for t in range(sc.iterations)]) if sc.iterations else np.zeros((0, n))
+    where = _first_bad(np.where(out >= 0, out, np.nan))
+    if where is not None:
+        raise ConfigError("network.dispatch", "a distribution whose draws are finite seconds >= 0",
+                          _Given(f"{out[where]} (iteration {where[0]}, worker {where[1]})"))
+    return out
+
+
 def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock, decode_s: np.ndarray,
                      tick: Callable[[int], None] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run one scheme's environment over every iteration; returns (iterations rows, worker rows)."""
@@ -278,6 +305,9 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     net = sc.network
     bw = net.bandwidth_bytes_per_s
     model_s = net.latency_s + sc.workload.model_bytes / bw
+    extra_dispatch = _dispatch_draws(sc)  # (I, n) seconds after the master's start, or None
+    if extra_dispatch is not None:
+        model_s = 0.0
     grad_bytes = sc.workload.gradient_bytes
     cancel = sc.policy == "cancel"
     cancel_latency_s = sc.cancel_latency_s
@@ -327,6 +357,9 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     def worker(w: int):
         for it in range(I):
             yield dispatch[it]
+            if extra_dispatch is not None:
+                yield env.timeout(extra_dispatch[it, w])
+                disp_s[it, w] = env.now
             current[w] = it
             cstart_s[it, w] = env.now
             assign, _msgs, segs, _ = plans_at[it]
@@ -364,6 +397,9 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
         """The worker under CPU contention (module docstring): one CPU job per partition."""
         for it in range(I):
             yield dispatch[it]
+            if extra_dispatch is not None:
+                yield env.timeout(extra_dispatch[it, w])
+                disp_s[it, w] = env.now
             current[w] = it
             cstart_s[it, w] = env.now
             assign, _msgs, segs, _ = plans_at[it]
