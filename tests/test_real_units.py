@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from gcsim.errors import ConfigError, DataError
+from gcsim.errors import ConfigError, DataError, RunDirError
 from gcsim.real import data
 from gcsim.real.config import default_scenario_path, resolve_config
 from gcsim.real.model import (build_model, get_flat_grad, get_flat_weights, num_parameters, set_flat_grad,
@@ -95,6 +95,24 @@ def test_resolve_config_errors_name_the_option(kwargs, match):
     scheme = kwargs.pop("scheme")
     with pytest.raises(ConfigError, match=match):
         resolve_config(scheme, **kwargs)
+
+
+@pytest.mark.parametrize("edit, iterations, error, match", [
+    # was "real.yaml: invalid (1 validation error for RealConfig)": no field, no value
+    ({}, 0, ConfigError, r"^--iterations: expected an integer >= 1, got 0$"),
+    ({"lr": "fast"}, None, RunDirError, r"real\.yaml: lr: expected a valid number, .*got 'fast'$"),
+    # was accepted on resume (the batch check lived only in resolve_config) and trained on NaN losses
+    ({"batch_size": 3}, 30, RunDirError, r"real\.yaml: batch_size: expected an integer >= the number of workers n=6"),
+])
+def test_resume_checks_real_yaml_and_iterations_before_anything_runs(tmp_path, edit, iterations, error, match):
+    cfg, scenario = resolve_config("gc-fr", iterations=5)
+    (tmp_path / "real.yaml").write_text(yaml.safe_dump({**cfg.model_dump(mode="json"), **edit}))
+    (tmp_path / "config.yaml").write_text(scenario.to_yaml())
+    from gcsim.real.runner import resume_real
+
+    with pytest.raises(error, match=match):
+        resume_real(tmp_path, iterations=iterations, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "real.yaml"]
 
 
 def test_worker_scale_must_match_workers(tmp_path):

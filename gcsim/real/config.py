@@ -80,6 +80,36 @@ class RealConfig(BaseModel):
     cancel_poll_s: Annotated[float, Field(gt=0, le=1)] = 0.005
 
 
+def validate_real_config(values: dict, *, option_names: bool) -> RealConfig:
+    """Check run options (from the command line, or a run directory's ``real.yaml`` on resume).
+
+    Args:
+        values: :class:`RealConfig` fields.
+        option_names: name fields as command-line options (``--batch-size``, ``--workers``) rather
+            than as ``real.yaml`` keys (``batch_size``, ``n_workers``).
+    Returns:
+        the :class:`RealConfig`.
+    Raises:
+        ConfigError: the first invalid field (field, allowed values, given value), or a batch smaller
+            than the number of workers (an empty partition slice has no loss and no gradient).
+    """
+    def name(key: str) -> str:
+        if not option_names:
+            return key
+        return {"n_workers": "--workers"}.get(key, "--" + key.replace("_", "-"))
+
+    try:
+        cfg = RealConfig.model_validate(values)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        key = ".".join(str(x) for x in err["loc"])
+        raise ConfigError(name(key), str(err["msg"]).removeprefix("Input should be "), err.get("input")) from None
+    if cfg.batch_size < cfg.n_workers:
+        raise ConfigError(name("batch_size"), f"an integer >= the number of workers n={cfg.n_workers} (at least "
+                          f"one image per partition slice)", cfg.batch_size)
+    return cfg
+
+
 def default_scenario_path() -> Path:
     """``scenarios/real_default.yaml`` in the working directory if present, else in the source tree."""
     local = Path("scenarios") / DEFAULT_SCENARIO_NAME
@@ -125,16 +155,7 @@ def resolve_config(scheme: str, scenario_path: str | Path | None = None, **overr
         "policy": scenario.policy, "scenario": str(path),
         **given,
     }
-    try:
-        cfg = RealConfig.model_validate(values)
-    except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        name = ".".join(str(x) for x in err["loc"])
-        field = {"n_workers": "--workers"}.get(name, "--" + name.replace("_", "-"))
-        raise ConfigError(field, str(err["msg"]).removeprefix("Input should be "), err.get("input")) from None
-    if cfg.batch_size < cfg.n_workers:  # an empty partition slice has no loss (NaN) and no gradient
-        raise ConfigError("--batch-size", f"an integer >= the number of workers n={cfg.n_workers} (at least one "
-                          f"image per partition slice)", cfg.batch_size)
+    cfg = validate_real_config(values, option_names=True)
     try:
         sch = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed)
     except SchemeError as e:

@@ -112,7 +112,8 @@ class RealRunDir:
 
         p = self.checkpoint_path
         if not p.is_file():
-            raise RunDirError(f"{p}: missing (the run wrote no checkpoint yet; start a new run)")
+            raise RunDirError(f"{p}: missing (the run wrote no checkpoint yet, nothing to resume; start a new "
+                              f"run with another --out)")
         try:
             return torch.load(p, map_location="cpu", weights_only=True)
         except Exception as e:  # torch raises several types for corrupt files

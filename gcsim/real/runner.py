@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from gcsim.errors import ConfigError, RunDirError, RunFailedError
-from gcsim.real.config import RealConfig
+from gcsim.real.config import RealConfig, validate_real_config
 from gcsim.real.master import ParameterServer, RunInterrupted, WorkerPool
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
 
@@ -207,11 +207,13 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
     run = RealRunDir(run_dir)
     raw = run.read_real_config()
     if iterations is not None:
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ConfigError("--iterations", "an integer >= 1", iterations)
         raw["iterations"] = int(iterations)
     try:
-        cfg = RealConfig.model_validate(raw)
-    except Exception as e:
-        raise RunDirError(f"{run.path / 'real.yaml'}: invalid ({str(e).splitlines()[0]})") from None
+        cfg = validate_real_config(raw, option_names=False)
+    except ConfigError as e:
+        raise RunDirError(f"{run.path / 'real.yaml'}: {e}") from None
     try:
         scenario = load_scenario(run.path / "config.yaml")
     except ConfigError as e:
