@@ -196,3 +196,38 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["data", "prepare", "--source", str(bad), "--data-dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "source: expected a zip file or a directory" in err[0]
+
+
+def test_existing_copy_without_the_expected_counts_is_refused_and_kept(tmp_path, capsys):
+    """It was reported 'already prepared' (exit 0) although --expect-train-per-class did not hold."""
+    src = make_image_folder(tmp_path / "src")
+    prepare_from_image_folder(src, tmp_path / "data")
+    manifest = tmp_path / "data" / "cifar-10-batches-py" / "gcsim_manifest.json"
+    before = manifest.read_bytes()
+    rc = main(["data", "prepare", "--source", str(src), "--data-dir", str(tmp_path / "data"),
+               "--expect-train-per-class", "5"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "train images per class: expected 5, got {'airplane': 3" in err[0] and "use --force" in err[0]
+    assert manifest.read_bytes() == before
+    ok = prepare_from_image_folder(src, tmp_path / "data", expect_train_per_class=3, expect_test_per_class=2)
+    assert ok.already_prepared
+
+
+def test_data_dir_that_is_a_file_is_one_line(tmp_path, capsys):
+    src = make_image_folder(tmp_path / "src")
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    assert main(["data", "prepare", "--source", str(src), "--data-dir", str(afile)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gcsim: error: --data-dir: expected a directory (new or existing), got '{afile}' (not a directory)"]
+    assert afile.read_text() == "mine"
+
+
+def test_cli_error_while_decoding_is_a_line_of_its_own(tmp_path, capsys):
+    """The progress bar is closed before the error is printed (it was glued to the bar's line)."""
+    src = make_image_folder(tmp_path / "src")
+    Image.fromarray(_pixels("test", 0, 0)).resize((16, 16)).save(src / "test" / "dog" / "0001.png")
+    assert main(["data", "prepare", "--source", str(src), "--data-dir", str(tmp_path / "d")]) == 2
+    lines = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()
+    assert lines[-1].startswith("gcsim: error: image test/dog/0001.png: size: expected 32x32, got 16x16")

@@ -243,17 +243,28 @@ def prepare_from_image_folder(
         :class:`PrepareReport` with the per-class counts written (verified by reading the result back
         through :class:`GcsimCIFAR10`).
     Raises:
-        DataError: missing source, bad layout, wrong classes or counts, unreadable or non-32x32 image.
+        DataError: missing source, bad layout, wrong classes or counts, unreadable or non-32x32 image,
+            ``data_dir`` not a directory, or a verified copy already there without the expected counts
+            (it is only replaced with ``force``).
     """
     source, data_dir = Path(source), Path(data_dir)
     target = data_dir / BATCHES_DIR
+    if data_dir.exists() and not data_dir.is_dir():
+        raise DataError(f"--data-dir: expected a directory (new or existing), got {str(data_dir)!r} (not a directory)")
     if not force and (target / MANIFEST_NAME).is_file():
         try:
             report = verify_prepared(data_dir)
+        except DataError:
+            report = None  # broken copy: convert again
+        if report is not None:
+            for split, want in (("train", expect_train_per_class), ("test", expect_test_per_class)):
+                have = report.train_per_class if split == "train" else report.test_per_class
+                bad = {c: k for c, k in have.items() if want is not None and k != want}
+                if bad:  # the copy there does not have what was asked for: never replace it silently
+                    raise DataError(f"{target}: {split} images per class: expected {want}, got {bad} (already "
+                                    f"prepared; use --force to convert {source} again)")
             report.already_prepared = True
             return report
-        except DataError:
-            pass  # broken copy: convert again
     if not source.exists():
         raise DataError(f"source: expected an existing zip file or directory, got {str(source)!r}")
     if source.is_file() and not zipfile.is_zipfile(source):
@@ -271,18 +282,18 @@ def prepare_from_image_folder(
         from tqdm import tqdm
 
         arrays: dict[str, tuple[np.ndarray, np.ndarray, list[str]]] = {}
-        bar = tqdm(total=len(entries), desc="decoding images", unit="img", disable=not progress)
-        for split in SPLITS:
-            split_entries = sorted((e for e in entries if e.split == split), key=lambda e: e.name)
-            images = np.empty((len(split_entries), 32, 32, 3), dtype=np.uint8)
-            for i, e in enumerate(split_entries):
-                images[i] = _decode_image(e)
-                bar.update()
-            labels = np.array([label_of[e.label] for e in split_entries], dtype=np.int64)
-            names = [e.name.rsplit("/", 1)[-1] for e in split_entries]
-            order = np.random.default_rng([shuffle_seed, SPLITS.index(split)]).permutation(len(split_entries))
-            arrays[split] = (images[order], labels[order], [names[i] for i in order])
-        bar.close()
+        # closed (its line ended) before an error propagates, so the error is a line of its own
+        with tqdm(total=len(entries), desc="decoding images", unit="img", disable=not progress) as bar:
+            for split in SPLITS:
+                split_entries = sorted((e for e in entries if e.split == split), key=lambda e: e.name)
+                images = np.empty((len(split_entries), 32, 32, 3), dtype=np.uint8)
+                for i, e in enumerate(split_entries):
+                    images[i] = _decode_image(e)
+                    bar.update()
+                labels = np.array([label_of[e.label] for e in split_entries], dtype=np.int64)
+                names = [e.name.rsplit("/", 1)[-1] for e in split_entries]
+                order = np.random.default_rng([shuffle_seed, SPLITS.index(split)]).permutation(len(split_entries))
+                arrays[split] = (images[order], labels[order], [names[i] for i in order])
     finally:
         if zf is not None:
             zf.close()
