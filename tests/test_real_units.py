@@ -3,6 +3,8 @@ run-option resolution, data download refusal."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -127,3 +129,14 @@ def test_download_without_network_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "network_available", lambda *a, **k: False)
     with pytest.raises(DataError, match=r"download: expected network access .*--source"):
         data.download_cifar10(tmp_path)
+
+
+@pytest.mark.parametrize("state", ["interrupted", "failed"])
+def test_compare_names_a_stopped_real_run_and_how_to_continue_it(tmp_path, state):
+    """A real run stopped by Ctrl-C or a failure has no meta.json; compare said only 'meta.json: missing'."""
+    from gcsim.compare.rundir import read_run_dir
+
+    (tmp_path / "status.json").write_text(json.dumps({"status": state, "iterations_done": 3}))
+    with pytest.raises(RunDirError, match=rf"status.json: status: expected 'finished', got '{state}' \(continue "
+                                          rf"it with gcsim real --resume {tmp_path}\)$"):
+        read_run_dir(tmp_path)

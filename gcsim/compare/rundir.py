@@ -146,9 +146,9 @@ def _check_finite(path: Path, df: pd.DataFrame, columns: list[str], positive: tu
 def read_run_dir(path: str | Path) -> RunDir:
     """Read and validate a run directory.
 
-    Checks, in order: the directory exists; ``meta.json`` exists, parses and has
-    ``trace_format_version == TRACE_FORMAT_VERSION``; ``status.json`` (if any) does not say the run is
-    still going; ``config.yaml`` parses to a mapping; the three CSVs exist with their columns;
+    Checks, in order: the directory exists; ``status.json`` (if any) does not say the run is still
+    going, nor (without ``meta.json``) that it stopped unfinished (``interrupted`` / ``failed``);
+    ``meta.json`` exists, parses and has ``trace_format_version == TRACE_FORMAT_VERSION``; ``config.yaml`` parses to a mapping; the three CSVs exist with their columns;
     iterations.csv has rows with finite ``start_s, end_s, duration_s > 0``; workers.csv has finite
     ``iteration, worker, n_partitions`` and covers the same (scheme, iteration) pairs; summary.csv has
     a row per scheme.
@@ -163,8 +163,12 @@ def read_run_dir(path: str | Path) -> RunDir:
     run_dir = Path(path)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: not a directory (expected a gcsim run directory)")
+    status = _read_status(run_dir)  # before meta.json: a stopped real run has none, say why
+    state = (status or {}).get("state", (status or {}).get("status"))
+    if not (run_dir / "meta.json").is_file() and isinstance(state, str) and state != "finished":
+        raise RunDirError(f"{run_dir / 'status.json'}: status: expected 'finished', got {state!r} (continue it "
+                          f"with gcsim real --resume {run_dir})")
     meta = read_meta(run_dir)
-    status = _read_status(run_dir)
     config = _read_yaml(run_dir / "config.yaml")
     iterations = read_table(run_dir, "iterations.csv", ITERATION_COLUMNS)
     workers = read_table(run_dir, "workers.csv", WORKER_COLUMNS)
