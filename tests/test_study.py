@@ -176,6 +176,16 @@ def test_out_that_is_a_file_is_refused_before_running(env, first, capsys, tmp_pa
     assert "--out" in capsys.readouterr().err and not (tmp_path / "runs").exists()
 
 
+def test_runs_root_that_is_a_file_is_refused_before_running(env, first, capsys, tmp_path):
+    """It was a traceback (NotADirectoryError) after Ray had started."""
+    (tmp_path / "file").write_text("x")
+    capsys.readouterr()
+    assert main(_argv(env, **{"--out": tmp_path / "out", "--runs-root": tmp_path / "file"})) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gcsim: error: --runs-root: expected a directory (created if absent), got '{tmp_path / 'file'}'"]
+    assert (tmp_path / "file").read_text() == "x"
+
+
 def _copy_run(env, tmp_path, scheme="gc-fr"):
     d = tmp_path / scheme
     shutil.copytree(env / "runs" / scheme, d)

@@ -24,23 +24,24 @@ from gcsim.trace import atomic_write_text, make_public
 MANIFEST = "study.json"
 
 
-def prepare_out_dir(out_dir: str | Path) -> Path:
+def prepare_out_dir(out_dir: str | Path, field: str = "--out") -> Path:
     """Create ``out_dir`` (and parents) if needed and check it is a writable directory.
 
     Raises:
-        ConfigError: field ``--out`` when it is a file, under a file, or not writable.
+        ConfigError: ``field`` (the option: ``--out`` or ``--runs-root``) when it is a file, under a
+            file, or not writable.
     """
     p = Path(out_dir)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise ConfigError("--out", "a directory (created if absent)", str(out_dir)) from None
+        raise ConfigError(field, "a directory (created if absent)", str(out_dir)) from None
     except OSError as e:
-        raise ConfigError("--out", f"a directory that can be created ({e.strerror})", str(out_dir)) from None
+        raise ConfigError(field, f"a directory that can be created ({e.strerror})", str(out_dir)) from None
     if not p.is_dir():
-        raise ConfigError("--out", "a directory (created if absent)", str(out_dir))
+        raise ConfigError(field, "a directory (created if absent)", str(out_dir))
     if not os.access(p, os.W_OK | os.X_OK):
-        raise ConfigError("--out", "a writable directory", str(out_dir))
+        raise ConfigError(field, "a writable directory", str(out_dir))
     return p
 
 

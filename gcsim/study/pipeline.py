@@ -243,7 +243,7 @@ def run_study(options: StudyOptions, *, command: str = "gcsim study",
         :class:`StudyResult`.
     Raises:
         ConfigError: bad option or scenario (names the option), a run directory of another
-            configuration, ``--out`` not a writable directory.
+            configuration, ``--out`` or ``--runs-root`` not a writable directory.
         RunDirError: a run directory in use by a live process or not a real run.
         DataError: CIFAR-10 not prepared in the data directory (only when something has to run).
         RunFailedError: a run had to stop (its checkpoint is kept: running the study again resumes it).
@@ -262,6 +262,7 @@ def run_study(options: StudyOptions, *, command: str = "gcsim study",
                                      mode=options.mode, seed=options.seed)
     path, resolved = resolve_study(options)
     prepare_out_dir(options.out_dir)  # fail now, not after an hour of runs
+    prepare_out_dir(options.runs_root, field="--runs-root")  # (a file there was a traceback after Ray started)
     runs_root = Path(options.runs_root)
     runs = [SchemeRun(cfg, sc, plan_run(runs_root / cfg.scheme, cfg, sc)) for cfg, sc in resolved]
     machine = describe_machine()
