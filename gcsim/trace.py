@@ -2,7 +2,7 @@
 
 A run directory holds:
 
-* ``meta.json`` – ``{"trace_format_version": 1, "executor": "sim"|"real", "created_utc": ...}``
+* ``meta.json`` – ``{"trace_format_version": 2, "executor": "sim"|"real", "created_utc": ...}``
   plus executor-specific fields; written last, so a directory without it is half-written;
 * ``config.yaml`` – the resolved configuration (scenario with every default filled in);
 * ``iterations.csv`` – one row per (scheme, iteration): :data:`ITERATION_COLUMNS`;
@@ -26,7 +26,11 @@ import pandas as pd
 
 from gcsim.errors import RunDirError
 
-TRACE_FORMAT_VERSION = 1
+TRACE_FORMAT_VERSION = 2
+
+#: Versions :func:`read_meta` accepts. Version 1 lacks :data:`CPU_COLUMNS`; :func:`read_table` fills
+#: them with NaN there (no CPU measured: calibration then infers CPU from wall time).
+READABLE_TRACE_FORMAT_VERSIONS = (1, 2)
 
 #: iterations.csv – instants in seconds from run start; ``decodable_s`` is when the arrived set first
 #: became decodable; ``end_s`` adds the master's decode/update time; ``duration_s = end_s - start_s``.
@@ -39,11 +43,20 @@ ITERATION_COLUMNS = [
 #: ``compute_s``: pure compute seconds of its partitions (after slowdown); ``delay_s``: injected
 #: additive straggler delay; ``slowdown``: multiplicative factor applied to compute;
 #: ``send_s``: its message leaves; ``arrival_s``: it reaches the master (NaN if it never did);
-#: ``used``: it enters the decoding; ``status``: arrived | late | cancelled | dead.
+#: ``used``: it enters the decoding; ``status``: arrived | late | cancelled | dead;
+#: ``cpu_s`` (version 2): CPU-seconds the worker process spent on this worker-iteration – its
+#: partitions plus its per-call work (a real worker: ``time.process_time()``, all threads, from the end
+#: of its previous call to this call's send, so Ray's between-call work – argument deserialisation,
+#: result serialisation, bookkeeping – counts for the call that follows it; the simulator: the CPU work
+#: it drew, partitions + ``workload.call_overhead``); ``compute_cpu_s`` (version 2): the part of
+#: ``cpu_s`` spent inside the partitions' window. NaN when not observed (dead, cancelled without history).
 WORKER_COLUMNS = [
     "scheme", "iteration", "worker", "n_partitions", "dispatch_s", "compute_start_s", "compute_s",
-    "delay_s", "slowdown", "send_s", "arrival_s", "used", "status",
+    "delay_s", "slowdown", "send_s", "arrival_s", "used", "status", "cpu_s", "compute_cpu_s",
 ]
+
+#: Worker columns added in trace format version 2 (NaN-filled when reading version 1).
+CPU_COLUMNS = ["cpu_s", "compute_cpu_s"]
 
 #: summary.csv – one row per scheme.
 SUMMARY_COLUMNS = [
@@ -132,13 +145,15 @@ def read_meta(run_dir: Path) -> dict:
     except (OSError, json.JSONDecodeError) as e:
         raise RunDirError(f"{p}: unreadable JSON ({e})") from None
     v = meta.get("trace_format_version")
-    if v != TRACE_FORMAT_VERSION:
+    if v not in READABLE_TRACE_FORMAT_VERSIONS:
         raise RunDirError(f"{p}: trace_format_version: expected {TRACE_FORMAT_VERSION}, got {v!r}")
     return meta
 
 
 def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
-    """Read ``<run_dir>/<name>`` and check it has ``columns``. Raises RunDirError naming the file."""
+    """Read ``<run_dir>/<name>`` and check it has ``columns``. Raises RunDirError naming the file.
+
+    :data:`CPU_COLUMNS` absent (a version-1 trace) are added as NaN rather than refused."""
     p = Path(run_dir) / name
     if not p.is_file():
         raise RunDirError(f"{p}: missing")
@@ -146,6 +161,9 @@ def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
         df = pd.read_csv(p)
     except Exception as e:  # pandas raises several types for malformed CSV
         raise RunDirError(f"{p}: unreadable CSV ({type(e).__name__}: {e})") from None
+    for c in CPU_COLUMNS:
+        if c in columns and c not in df.columns:
+            df[c] = np.nan
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise RunDirError(f"{p}: missing columns {missing}")

@@ -94,6 +94,8 @@ def test_run_writes_the_trace_format(env):
     assert (arr.compute_start_s >= arr.dispatch_s - 1e-3).all()
     assert (arr.send_s >= arr.compute_start_s + arr.delay_s + arr.compute_s - 1e-3).all()
     assert (arr.arrival_s >= arr.send_s - 1e-3).all()
+    # the workers' own CPU clock: partitions took CPU, the call as a whole at least as much
+    assert (arr.compute_cpu_s > 0).all() and (arr.cpu_s >= arr.compute_cpu_s).all()
     assert (wk[wk.used].status == "arrived").all()
     assert it.set_index("iteration").n_used.equals(wk[wk.used].groupby("iteration").size())
     assert (it.decodable_s >= it.start_s).all() and (it.end_s >= it.decodable_s).all()

@@ -20,8 +20,12 @@ Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after 
   it) preempt the workers, which Ray runs at niceness 15. On a quiet machine the de-contended work
   per partition matches a worker computing alone (~27-29 ms for the small CNN); under load it is
   larger, so a worker computing alone after its delay is then predicted somewhat slow.
+  *Measured CPU* (trace format 2, :func:`measured_cpu`): where the workers recorded their own CPU
+  time, the partitions' work is ``compute_cpu_s`` and the per-call overhead ``cpu_s - compute_cpu_s``
+  instead of the de-contended wall-time estimates (rows without it keep the estimates).
 * **per-call overhead** (``workload.call_overhead``, with contention only): empirical de-contended
-  CPU-seconds from the end of the partitions to ``send_s`` (loading the weights, encoding).
+  CPU-seconds from the end of the partitions to ``send_s`` (loading the weights, encoding), or the
+  measured per-call CPU (which also covers Ray's work between calls).
 * **per-partition compute time** (``workload.compute``): empirical distribution of
   ``compute_s / n_partitions / slowdown`` (the injected slowdown is divided out, since the scenario
   re-applies it); with contention the de-contended CPU-seconds of the partitions divided by
@@ -313,6 +317,32 @@ def per_partition_compute(workers: pd.DataFrame, iterations: pd.DataFrame | None
     return out
 
 
+def measured_cpu(workers: pd.DataFrame, partitions_s: np.ndarray, overhead_s: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row CPU-seconds of the partitions and of the per-call overhead, measured where the trace has
+    them (trace format 2: ``compute_cpu_s`` and ``cpu_s``), else the de-contended estimates given.
+
+    The workers' own CPU clock needs no contention model: ``compute_cpu_s`` is the partitions' CPU and
+    ``cpu_s - compute_cpu_s`` (clipped at 0) the per-call CPU – loading weights, encoding, and Ray's work
+    between calls (:mod:`gcsim.real.worker`). This replaces the inference from wall time
+    (:func:`gcsim.compare.contention.decontend`), which absorbs other load and the per-call CPU outside
+    the timed windows into the partitions.
+
+    Args:
+        workers: worker rows (``(k,)``), with ``cpu_s``/``compute_cpu_s`` possibly NaN.
+        partitions_s, overhead_s: ``(k,)`` de-contended estimates aligned with the rows (the fallback).
+    Returns:
+        ``(partitions_s, overhead_s)``, ``(k,)`` each; the overhead only for rows that sent (else NaN).
+    """
+    num = lambda col: pd.to_numeric(workers[col], errors="coerce").to_numpy(float)  # noqa: E731
+    total, part, send = num("cpu_s"), num("compute_cpu_s"), num("send_s")
+    has_part = np.isfinite(part)
+    has_call = has_part & np.isfinite(total) & np.isfinite(send)
+    parts = np.where(has_part, part, np.asarray(partitions_s, float))
+    over = np.where(has_call, np.maximum(total - part, 0.0), np.asarray(overhead_s, float))
+    return parts, over
+
+
 def dispatch_lags(workers: pd.DataFrame, iterations: pd.DataFrame, rows=None) -> np.ndarray:
     """Per worker-iteration dispatch seconds: ``compute_start_s - max(start_s, free_s)``, with
     ``start_s`` the iteration's start and ``free_s`` the end of the same worker's previous call
@@ -476,6 +506,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         require_same_n(runs[0], r)
     groups: dict[int, tuple[list, list]] = {}
     pay, tr, master, lags, dispatch, overheads = [], [], [], [], [], []
+    n_measured = 0
     cores = run_cores(runs[0]) if contention else None
     for run in runs:
         g_bytes, m_bytes = message_bytes(run)
@@ -490,8 +521,9 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                 all_rows = run.workers_of(sch)
                 dec = decontend(all_rows, run_c if run_c is not None else np.inf,
                                 rows=all_rows.index.isin(wk.index))
-                cpu_s = dec.partitions_s
-                overheads.append(dec.overhead_s[np.isfinite(dec.overhead_s)])
+                cpu_s, over_s = measured_cpu(wk, dec.partitions_s, dec.overhead_s)
+                n_measured += int(np.isfinite(pd.to_numeric(wk["compute_cpu_s"], errors="coerce")).sum())
+                overheads.append(over_s[np.isfinite(over_s)])
             whole = cancel_granularity(run) == "partition"
             for dv, (u, r) in per_partition_compute(wk, its, cancel_latency, cpu_s, whole).items():
                 groups.setdefault(dv, ([], []))[0].append(u)
@@ -553,7 +585,11 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     if n_cens:
         notes.append(f"{n_cens} of {n_rows} compute times right-censored (cancelled): Kaplan–Meier estimate")
     over = np.concatenate(overheads) if overheads else np.zeros(0)
-    if cores is not None:
+    if cores is not None and n_measured:
+        notes.append(f"CPU measured by the workers (cpu_s, compute_cpu_s) on {n_measured} worker rows: partition "
+                     f"work from compute_cpu_s, per-call overhead = cpu_s - compute_cpu_s, mean "
+                     f"{over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU; {cores:g} shared cores")
+    elif cores is not None:
         notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing); "
                      f"per-call overhead mean {over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU")
     granularity = cancel_granularity(runs[0])
@@ -632,6 +668,6 @@ def build_scenario(run: RunDir, scheme: str, calibration: Calibration, **kw):
         raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
 
 
-__all__ = ["Calibration", "TransferFit", "build_scenario", "calibrate", "compute_distribution", "fit_transfer",
+__all__ = ["Calibration", "measured_cpu", "TransferFit", "build_scenario", "calibrate", "compute_distribution", "fit_transfer",
            "message_bytes", "cancel_granularity", "recorded_cores", "run_cores",
            "dispatch_lags", "match_partition_spread", "per_partition_compute", "require_same_n", "scenario_data", "scheme_spec"]

@@ -180,6 +180,8 @@ class ParameterServer:
         row["compute_start_s"] = meta["compute_start"] - self.t0
         row["compute_s"] = meta["compute_s"]
         row["send_s"] = meta["send"] - self.t0
+        row["cpu_s"] = float(meta.get("cpu_s", np.nan))
+        row["compute_cpu_s"] = float(meta.get("compute_cpu_s", np.nan))
 
     def _from_history(self, worker: int, meta: dict) -> None:
         """Fill start/compute of earlier calls whose replies never came (cancelled) from the history."""
@@ -188,6 +190,8 @@ class ParameterServer:
             if row is not None and row["status"] == "cancelled" and not np.isfinite(row["compute_start_s"]):
                 row["compute_start_s"] = prev["compute_start"] - self.t0
                 row["compute_s"] = prev["compute_s"]
+                row["cpu_s"] = float(prev.get("cpu_s", np.nan))
+                row["compute_cpu_s"] = float(prev.get("compute_cpu_s", np.nan))
 
     def _harvest(self, refs: list, t_obs: float, current: int) -> list[tuple[float, _Pending, dict]]:
         """Read ready replies; update rows of earlier iterations; return current ones (with send time)."""
@@ -246,7 +250,8 @@ class ParameterServer:
             row = {"scheme": self.label, "iteration": it, "worker": w, "n_partitions": len(assignment[w]),
                    "dispatch_s": np.nan, "compute_start_s": np.nan, "compute_s": np.nan,
                    "delay_s": float(draw.delay_s[w]), "slowdown": float(draw.slowdown[w]),
-                   "send_s": np.nan, "arrival_s": np.nan, "used": False, "status": "dead"}
+                   "send_s": np.nan, "arrival_s": np.nan, "used": False, "status": "dead",
+                   "cpu_s": np.nan, "compute_cpu_s": np.nan}
             rows[w] = row
             if w in self.dead:
                 continue

@@ -16,6 +16,12 @@ instants, comparable across processes of one machine):
    every partition (zeros for a held partition never computed – pipelined schemes), cast to the
    payload dtype; ``send`` is taken just before returning.
 
+CPU (``time.process_time()``: the whole worker process, all threads): ``compute_cpu_s`` is the CPU
+inside the partitions' loop (sleeps use none); ``cpu_s`` adds everything else from the end of the
+previous call (its send) to this call's send – loading the weights, encoding, and Ray's own work
+between calls (result serialisation of the previous call, argument deserialisation of this one, task
+bookkeeping), which no wall-clock window of the trace covers.
+
 The call returns two objects (``num_returns=2``): a small metadata dict (timestamps, per-partition
 losses) and the list of payloads, so the master can read the timing of late replies without fetching
 their payloads. A cancelled call returns early; Ray then reports ``TaskCancelledError`` to the master
@@ -95,6 +101,7 @@ class GradientWorker:
         for _ in range(2):
             slice_gradient(self.model, self.shards[j0][0][:b0], self.shards[j0][1][:b0], self.batch_size)
         self.model.zero_grad(set_to_none=False)
+        self._cpu_mark = time.process_time()  # CPU clock at the end of the previous call (here: setup)
         return {"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(), "held": held,
                 "n_parameters": self.n_params}
 
@@ -127,22 +134,26 @@ class GradientWorker:
             slowdown: factor on compute time (applied as ``max(1, slowdown)``).
         Returns:
             ``(meta, payloads)``: ``meta`` = ``{"worker", "iteration", "compute_start", "compute_s",
-            "delay_done_s", "send", "losses": {partition: mean loss}, "history": [past call states]}``;
+            "delay_done_s", "cpu_s", "compute_cpu_s" (CPU-seconds, module docstring), "send", "losses": {partition: mean loss}, "history": [past call states]}``;
             ``payloads`` = list of ``(message_id, array (ceil(l/m),))`` of ``payload_dtype``.
             A cancelled call returns ``(None, None)`` (Ray reports it as cancelled).
         """
         from gcsim.real.model import set_flat_weights, slice_gradient
         from gcsim.real.sampling import slice_positions
 
+        cpu0 = time.process_time()
         compute_start = time.time()
         t0 = time.perf_counter()
-        state = {"iteration": int(iteration), "compute_start": compute_start, "compute_s": 0.0, "delay_done_s": 0.0}
+        cpu_before = cpu0 - getattr(self, "_cpu_mark", cpu0)  # Ray's work since the previous call's send
+        state = {"iteration": int(iteration), "compute_start": compute_start, "compute_s": 0.0, "delay_done_s": 0.0,
+                 "cpu_s": float("nan"), "compute_cpu_s": 0.0}
         cancelled = self._sleep(delay_s)
         state["delay_done_s"] = time.perf_counter() - t0
         losses: dict[int, float] = {}
         if not cancelled:
             set_flat_weights(self.model, weights)
             factor = max(1.0, float(slowdown))
+            cpu_c0 = time.process_time()
             for j in self.scheme.assignment(iteration)[self.worker]:
                 c0 = time.perf_counter()
                 images, labels = self.shards[j]
@@ -155,8 +166,11 @@ class GradientWorker:
                     break
                 self.latest[j] = grad
                 losses[j] = loss
+            state["compute_cpu_s"] = time.process_time() - cpu_c0
         self._history.append(state)
         if cancelled:
+            self._cpu_mark = time.process_time()
+            state["cpu_s"] = cpu_before + (self._cpu_mark - cpu0)
             return None, None
         payloads = []
         for msg in self.scheme.messages(iteration):
@@ -164,6 +178,8 @@ class GradientWorker:
                 pl = self.scheme.encode(msg.id, {j: self.latest[j].astype(np.float64) for j in msg.partitions},
                                         iteration)
                 payloads.append((msg.id, pl.astype(self.payload_dtype)))
+        self._cpu_mark = time.process_time()
+        state["cpu_s"] = cpu_before + (self._cpu_mark - cpu0)
         meta = {"worker": self.worker, **state, "losses": losses, "history": list(self._history),
                 "send": time.time()}
         return meta, payloads

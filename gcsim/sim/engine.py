@@ -30,6 +30,9 @@ executor does: it sleeps, using no CPU), ``f < 1`` scales the CPU work; the opti
 worker-iteration ``workload.call_overhead`` is one more CPU job after the last partition, before the
 last message(s) leave. Delays and transfers use no CPU. ``compute_s`` then records the wall seconds
 the worker spent in its partitions (what the real executor measures; partial when cancelled).
+``cpu_s`` records the CPU work the worker-iteration received (its partitions' CPU work plus the call
+overhead; what was done before a cancel when cancelled) and ``compute_cpu_s`` the partitions' part;
+without ``workload.cores`` both are the partitions' drawn work ``Σ compute × slowdown`` (no overhead job).
 
 Without carry-over and with ``cancel_latency_s`` no longer than the master's decode + model
 broadcast, iterations are i.i.d. and the iteration time is ``model transfer + (the first instant the
@@ -324,6 +327,8 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     disp_s = np.full((I, n), np.nan)
     cstart_s = np.full((I, n), np.nan)
     comp_s = np.full((I, n), np.nan)
+    cpu_part_s = np.zeros((I, n))  # CPU-seconds of partitions received
+    cpu_call_s = np.zeros((I, n))  # CPU-seconds of the call overhead received
     send_s = np.full((I, n), np.nan)
     arr_s = np.full((I, n), np.nan)
     cancelled = np.zeros((I, n), dtype=bool)
@@ -366,6 +371,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
             d = len(assign[w])
             n_part[it, w] = d
             comp_s[it, w] = cum[it, w, d]
+            cpu_part_s[it, w] = cum[it, w, d]
             done = 0
             lead = delay[it, w]
             seg_t0, seg_lead, bound = env.now, lead, 0
@@ -407,7 +413,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
             n_part[it, w] = d
             f = float(block.slowdown[it, w])
             cpu_factor, idle_factor = min(f, 1.0), max(f, 1.0) - 1.0
-            spent, part_t0, job = 0.0, None, None
+            spent, part_t0, job, job_is_part = 0.0, None, None, True
             try:
                 if delay[it, w] > 0:
                     yield env.timeout(delay[it, w])
@@ -415,8 +421,9 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
                 for bound, mids in segs[w]:
                     while done < bound:
                         part_t0 = env.now
-                        job = cpu.execute(block.compute_s[it, w, done] * cpu_factor)
+                        job, job_is_part = cpu.execute(block.compute_s[it, w, done] * cpu_factor), True
                         yield job
+                        cpu_part_s[it, w] += job.work_s
                         job = None
                         if idle_factor > 0:
                             yield env.timeout(idle_factor * (env.now - part_t0))
@@ -424,8 +431,9 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
                         part_t0 = None
                         done += 1
                     if bound == d and overhead_s[it, w] > 0:
-                        job = cpu.execute(overhead_s[it, w])
+                        job, job_is_part = cpu.execute(overhead_s[it, w]), False
                         yield job
+                        cpu_call_s[it, w] += job.work_s
                         job = None
                     for mid in mids:
                         send(it, mid, w)
@@ -434,8 +442,13 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
                 if job is not None:
                     if at_partition:
                         yield job  # the cancel is noticed when the partition (or encoding) in progress ends
+                        got = job.work_s
                     else:
-                        cpu.withdraw(job)
+                        got = cpu.withdraw(job)
+                    if job_is_part:
+                        cpu_part_s[it, w] += got
+                    else:
+                        cpu_call_s[it, w] += got
                 if part_t0 is not None:
                     spent += env.now - part_t0
             comp_s[it, w] = spent
@@ -512,6 +525,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
         "n_partitions": n_part.ravel(), "dispatch_s": disp_s.ravel(), "compute_start_s": cstart_s.ravel(),
         "compute_s": comp_s.ravel(), "delay_s": delay.ravel(), "slowdown": block.slowdown.ravel(),
         "send_s": send_s.ravel(), "arrival_s": arr_s.ravel(), "used": used_w.ravel(),
-        "status": _STATUS[status.ravel()],
+        "status": _STATUS[status.ravel()], "cpu_s": (cpu_part_s + cpu_call_s).ravel(),
+        "compute_cpu_s": cpu_part_s.ravel(),
     }, columns=WORKER_COLUMNS)
     return it_df, w_df

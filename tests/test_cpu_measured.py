@@ -1,0 +1,86 @@
+"""Measured CPU per worker-iteration (trace format 2): the simulator writes the CPU work it drew, and
+calibration takes partition work and per-call CPU from ``compute_cpu_s`` / ``cpu_s`` when present."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_compare_synth import make_trace, write_run_dir
+
+from gcsim.compare.calibrate import calibrate, measured_cpu
+from gcsim.compare.rundir import read_run_dir
+from gcsim.scenario import validate_scenario
+from gcsim.sim.engine import simulate
+
+
+def _scenario(**workload):
+    return {
+        "name": "cpu", "n_workers": 4, "iterations": 5, "seed": 3,
+        "schemes": [{"name": "uncoded"}, {"name": "ignore-stragglers", "s": 1}],
+        "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.1}, **workload},
+        "stragglers": {"worker_scale": [1, 1, 1, 3]},
+    }
+
+
+def test_sim_cpu_is_the_drawn_work():
+    # cores = 2, 0.1 CPU-s per partition + 0.02 CPU-s call overhead; worker 3 (scale 3) idles after
+    # its partition (slowdown is a sleep) and only then runs its overhead
+    res = simulate(validate_scenario(_scenario(cores=2, call_overhead={"dist": "constant", "value": 0.02})))
+    w = res.workers.set_index(["scheme", "worker"])
+    np.testing.assert_allclose(w.loc["uncoded"].cpu_s, 0.12, rtol=1e-12)
+    np.testing.assert_allclose(w.loc["uncoded"].compute_cpu_s, 0.1, rtol=1e-12)
+    # ignore-stragglers cancels worker 3 during its idle time: partition done, overhead never started
+    ig = w.loc["ignore-stragglers"]
+    np.testing.assert_allclose(ig.loc[3].cpu_s, 0.1, rtol=1e-12)
+    np.testing.assert_allclose(ig.loc[[0, 1, 2]].cpu_s, 0.12, rtol=1e-12)
+    assert res.workers[["cpu_s", "compute_cpu_s"]].notna().all().all()
+    # without cores: the partitions' drawn work compute x slowdown, no overhead job
+    free = simulate(validate_scenario(_scenario())).workers
+    u = free[free.scheme == "uncoded"].set_index("worker")
+    np.testing.assert_allclose(u.cpu_s.groupby(level=0).first(), [0.1, 0.1, 0.1, 0.3], rtol=1e-12)
+    np.testing.assert_allclose(u.compute_cpu_s, u.cpu_s, rtol=0)
+
+
+def _measured_run(tmp_path, part_cpu_s, call_cpu_s, d=2):
+    # wall times of a toy trace (lognormal ~10 ms per partition, unrelated to the CPU figures)
+    its, wks = make_trace("gc-fr", n=6, s=1, iterations=40, seed=4, partitions=d)
+    rng = np.random.default_rng(9)
+    scale = 1.0 + 0.1 * rng.standard_normal(len(wks))  # per-row noise on the partitions' CPU
+    wks["compute_cpu_s"] = part_cpu_s * d * scale
+    wks["cpu_s"] = wks["compute_cpu_s"] + call_cpu_s
+    cfg = {"name": "m", "n_workers": 6, "iterations": 40, "seed": 1, "schemes": [{"name": "gc-fr", "s": 1}],
+           "workload": {"gradient_bytes": 1e6, "model_bytes": 1e6, "cores": 2,
+                        "compute": {"dist": "constant", "value": 0.01}},
+           "policy": "cancel"}
+    path = write_run_dir(tmp_path / "r", {"gc-fr": (its, wks)}, n=6, config=cfg, params={"gc-fr": (1, 1)})
+    return path, wks[wks.iteration >= 5], scale
+
+
+def test_calibration_recovers_measured_partition_and_call_cpu(tmp_path):
+    path, kept, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.008)
+    cal = calibrate(read_run_dir(path), warmup=5)
+    assert cal.cores == 2
+    # per-partition work: the measured compute_cpu_s / d (mean kept; spread restored by match_partition_spread)
+    assert cal.compute_values_s.mean() == pytest.approx((kept.compute_cpu_s / 2).mean(), rel=1e-9)
+    np.testing.assert_allclose(cal.overhead_values_s, 0.008, rtol=1e-9)
+    assert any("CPU measured by the workers" in n for n in cal.notes)
+    # the same trace without CPU columns (a version-1 trace) falls back to de-contended wall time
+    wk = pd.read_csv(path / "workers.csv").drop(columns=["cpu_s", "compute_cpu_s"])
+    wk.to_csv(path / "workers.csv", index=False)
+    meta = json.loads((path / "meta.json").read_text())
+    meta["trace_format_version"] = 1
+    (path / "meta.json").write_text(json.dumps(meta))
+    old = calibrate(read_run_dir(path), warmup=5)
+    assert read_run_dir(path).workers.cpu_s.isna().all()
+    assert abs(old.compute_values_s.mean() - 0.027) > 0.01  # ~10 ms wall per partition, not 27 ms CPU
+    assert not any("CPU measured" in n for n in old.notes)
+
+
+def test_measured_cpu_falls_back_row_by_row():
+    wk = pd.DataFrame({"cpu_s": [0.05, np.nan, 0.03, 0.02], "compute_cpu_s": [0.04, np.nan, 0.035, 0.02],
+                       "send_s": [1.0, 1.0, 1.0, np.nan]})
+    parts, over = measured_cpu(wk, np.array([9.0, 8.0, 7.0, 6.0]), np.array([0.5, 0.4, 0.3, 0.2]))
+    np.testing.assert_allclose(parts, [0.04, 8.0, 0.035, 0.02])
+    # row 2: cpu_s < compute_cpu_s (clock granularity) is clipped at 0; row 3 never sent: its fallback
+    np.testing.assert_allclose(over, [0.01, 0.4, 0.0, 0.2])
