@@ -146,7 +146,7 @@ def read_meta(run_dir: Path) -> dict:
         raise RunDirError(f"{p}: unreadable JSON ({e})") from None
     v = meta.get("trace_format_version")
     if v not in READABLE_TRACE_FORMAT_VERSIONS:
-        raise RunDirError(f"{p}: trace_format_version: expected {TRACE_FORMAT_VERSION}, got {v!r}")
+        raise RunDirError(f"{p}: trace_format_version: expected one of {list(READABLE_TRACE_FORMAT_VERSIONS)}, got {v!r}")
     return meta
 
 

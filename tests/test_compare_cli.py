@@ -119,7 +119,7 @@ def _break_config(d):
 
 @pytest.mark.parametrize("breaker, expected", [
     (_break_missing_meta, "meta.json: missing"),
-    (_break_version, "meta.json: trace_format_version: expected 2, got 3"),
+    (_break_version, "meta.json: trace_format_version: expected one of [1, 2], got 3"),
     (_break_missing_csv, "iterations.csv: missing"),
     (_break_truncated_csv, "iterations.csv: column "),
     (_break_columns, "workers.csv: missing columns ['arrival_s']"),

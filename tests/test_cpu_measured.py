@@ -59,7 +59,7 @@ def _measured_run(tmp_path, part_cpu_s, call_cpu_s, d=2):
 
 def test_calibration_recovers_measured_partition_and_call_cpu(tmp_path):
     path, kept, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.008)
-    cal = calibrate(read_run_dir(path), warmup=5)
+    cal = calibrate(read_run_dir(path), warmup=5, use_measured_cpu=True)
     assert cal.cores == 2
     # per-partition work: the measured compute_cpu_s / d (mean kept; spread restored by match_partition_spread)
     assert cal.compute_values_s.mean() == pytest.approx((kept.compute_cpu_s / 2).mean(), rel=1e-9)
@@ -84,3 +84,10 @@ def test_measured_cpu_falls_back_row_by_row():
     np.testing.assert_allclose(parts, [0.04, 8.0, 0.035, 0.02])
     # row 2: cpu_s < compute_cpu_s (clock granularity) is clipped at 0; row 3 never sent: its fallback
     np.testing.assert_allclose(over, [0.01, 0.4, 0.0, 0.2])
+
+
+def test_wall_is_the_default_cpu_source_even_with_measured_columns(tmp_path):
+    path, _, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.008)
+    wall = calibrate(read_run_dir(path), warmup=5)
+    assert not any("CPU measured" in n for n in wall.notes)
+    assert abs(wall.compute_values_s.mean() - 0.027) > 0.01

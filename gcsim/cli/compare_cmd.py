@@ -42,14 +42,18 @@ def _command_line(ctx: click.Context) -> str:
 @click.option("--mode", type=click.Choice(["scenario", "paired"]), default="scenario", show_default=True,
               help="scenario: fresh straggler draws per replication; paired: replay the run's own draws "
                    "(same seed) and bootstrap paired on iterations.")
+@click.option("--cpu-source", type=click.Choice(["wall", "measured"]), default="wall", show_default=True,
+              help="Per-partition CPU work: wall = de-contended compute wall time (best when each run is "
+                   "calibrated from itself); measured = the workers' CPU clocks in the trace (best with "
+                   "--calibrate-from another scheme).")
 @click.option("--bootstrap", "n_resamples", type=int, default=2000, show_default=True,
               help="Bootstrap resamples per confidence interval.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of replications and bootstraps.")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
               help="Output directory (default runs/compare/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
-def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, n_resamples, seed,
-            out_dir, progress):
+def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
+            n_resamples, seed, out_dir, progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -73,7 +77,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     from gcsim.compare.verdict import Bands
 
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
-                             mode=mode, n_resamples=n_resamples, seed=seed)
+                             mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source)
     out = check_out_dir(out_dir) if out_dir is not None else None
     if run_dirs:
         runs = [read_run_dir(p) for p in run_dirs]

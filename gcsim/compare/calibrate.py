@@ -485,7 +485,7 @@ def cancel_granularity(run: RunDir) -> str:
 
 
 def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[str]] | None = None,
-              warmup: int = 0, contention: bool = True) -> Calibration:
+              warmup: int = 0, contention: bool = True, use_measured_cpu: bool = False) -> Calibration:
     """Calibrate compute, transfer and master overhead from measured run(s).
 
     Args:
@@ -494,6 +494,9 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         warmup: iterations dropped at the start of every scheme.
         contention: de-contend compute times with each run's :func:`run_cores` (False: take them
             as measured, no ``cores`` in the scenario).
+        use_measured_cpu: take per-partition CPU work and per-call overhead from the workers' own CPU
+            clocks (``compute_cpu_s``, ``cpu_s``; trace version 2) where present, instead of the
+            de-contended wall time (needs ``contention``).
     Returns:
         :class:`Calibration`.
     Raises:
@@ -508,6 +511,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     pay, tr, master, lags, dispatch, overheads = [], [], [], [], [], []
     n_measured = 0
     cores = run_cores(runs[0]) if contention else None
+    use_measured = use_measured_cpu
     for run in runs:
         g_bytes, m_bytes = message_bytes(run)
         cancel_latency = float(run.config.get("cancel_latency_s") or 0.0)
@@ -521,8 +525,11 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                 all_rows = run.workers_of(sch)
                 dec = decontend(all_rows, run_c if run_c is not None else np.inf,
                                 rows=all_rows.index.isin(wk.index))
-                cpu_s, over_s = measured_cpu(wk, dec.partitions_s, dec.overhead_s)
-                n_measured += int(np.isfinite(pd.to_numeric(wk["compute_cpu_s"], errors="coerce")).sum())
+                if use_measured:
+                    cpu_s, over_s = measured_cpu(wk, dec.partitions_s, dec.overhead_s)
+                    n_measured += int(np.isfinite(pd.to_numeric(wk["compute_cpu_s"], errors="coerce")).sum())
+                else:
+                    cpu_s, over_s = dec.partitions_s, dec.overhead_s
                 overheads.append(over_s[np.isfinite(over_s)])
             whole = cancel_granularity(run) == "partition"
             for dv, (u, r) in per_partition_compute(wk, its, cancel_latency, cpu_s, whole).items():

@@ -45,6 +45,12 @@ class CompareOptions:
         n_resamples: bootstrap resamples.
         seed: seeds the replications (scenario mode) and the bootstraps.
         confidence: confidence level of every interval.
+        cpu_source: ``"wall"`` (default) calibrates per-partition CPU work by de-contending measured
+            compute wall time over the run's cores; ``"measured"`` uses the workers' own CPU clocks
+            (trace columns ``compute_cpu_s`` / ``cpu_s``, version 2) where present. On the 2-core
+            validation machine "wall" predicts each scheme from its own run better (it absorbs the
+            master's and other processes' CPU), "measured" predicts other schemes from one run
+            better (docs/validation/README.md, finding 5).
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -56,6 +62,7 @@ class CompareOptions:
     n_resamples: int = 2000
     seed: int = 0
     confidence: float = 0.95
+    cpu_source: Literal["wall", "measured"] = "wall"
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -68,6 +75,8 @@ class CompareOptions:
             raise ConfigError("--bootstrap", "an integer >= 100", self.n_resamples)
         if not 0 < self.confidence < 1:
             raise ConfigError("--confidence", "a number in (0, 1)", self.confidence)
+        if self.cpu_source not in ("wall", "measured"):
+            raise ConfigError("--cpu-source", "one of wall, measured", self.cpu_source)
 
 
 @dataclass
@@ -236,7 +245,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
         for run, _ in targets:
             require_same_n(calibrate_from, run)
         w_src = min(_warmup_for(calibrate_from, s, options.warmup) for s in calibrate_from.schemes)
-        shared = calibrate(calibrate_from, warmup=w_src)
+        shared = calibrate(calibrate_from, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
         calibrations["+".join(shared.source)] = shared
     work = [(run, sch) for run, schemes in targets for sch in schemes]
     counts = pd.Series([sch for _, sch in work]).value_counts()
@@ -246,7 +255,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
         for k, (run, sch) in enumerate(work):
             w = _warmup_for(run, sch, options.warmup)
             if calibrate_from is None:
-                cal = calibrate(run, schemes={run.label: [sch]}, warmup=w)
+                cal = calibrate(run, schemes={run.label: [sch]}, warmup=w, use_measured_cpu=options.cpu_source == "measured")
                 calibrations[f"{run.label}:{sch}"] = cal
             else:
                 cal = shared
