@@ -13,6 +13,10 @@ import click
 from gcsim import __version__
 from gcsim.errors import GcsimError
 
+#: top-level modules of the optional ``real`` extra (pyproject.toml); a command that needs one of them
+#: and runs without it gets a one-line error saying how to install them.
+OPTIONAL_MODULES = {"torch", "torchvision", "ray", "PIL"}
+
 # sub-command module -> command name (modules are imported lazily so `gcsim simulate` never imports
 # torch or ray).
 _SUBCOMMANDS = {
@@ -70,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except GcsimError as e:
         click.echo(f"gcsim: error: {e}", err=True)
+        return 2
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in OPTIONAL_MODULES:
+            raise
+        click.echo(f"gcsim: error: this command needs the optional 'real' dependencies (torch, torchvision, "
+                   f"ray): missing module {e.name!r}; install them with: pip install -e '.[real]'", err=True)
         return 2
 
 
