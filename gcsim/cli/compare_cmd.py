@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 
 import click
 
+from gcsim.cli.options import command_line
+
 
 def _command_line(ctx: click.Context) -> str:
-    """The invocation as ``gcsim compare ...``, rebuilt from the parsed parameters that differ from
-    their defaults (for the report)."""
-    parts = ["gcsim", "compare", *ctx.params.get("run_dirs", ())]
-    for param in ctx.command.params:
-        if not isinstance(param, click.Option) or param.name == "progress":
-            continue
-        value = ctx.params.get(param.name)
-        if value is None or value == param.default:
-            continue
-        parts += [param.opts[0], str(value)]
-    return " ".join(shlex.quote(str(p)) for p in parts)
+    """The ``gcsim compare ...`` invocation (see :func:`gcsim.cli.options.command_line`)."""
+    return command_line(ctx, "compare", [str(p) for p in ctx.params.get("run_dirs", ())])
 
 
 @click.command("compare")

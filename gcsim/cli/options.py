@@ -7,6 +7,8 @@ instead, which :func:`gcsim.cli.main` prints as ``gcsim: error: --iterations: ex
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from gcsim.errors import ConfigError
@@ -54,3 +56,18 @@ class IntOption(click.ParamType):
 
     def __repr__(self) -> str:
         return f"IntOption({self.lo}, {self.hi})"
+
+
+def command_line(ctx: click.Context, name: str, positional: list[str]) -> str:
+    """The invocation ``gcsim <name> <positional...> [--opt value ...]`` rebuilt from the parsed
+    parameters that differ from their defaults (``--progress`` left out), shell-quoted; recorded in
+    reports so a result says how to reproduce it."""
+    parts = ["gcsim", name, *positional]
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name == "progress":
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default:
+            continue
+        parts += [param.opts[0], str(value)]
+    return " ".join(shlex.quote(str(p)) for p in parts)

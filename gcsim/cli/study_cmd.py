@@ -3,29 +3,19 @@ write the headline (see :mod:`gcsim.study`)."""
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 
 import click
 
+from gcsim.cli.options import command_line
+
 from gcsim.cli.options import IntOption
 
 
 def _command_line(ctx: click.Context) -> str:
-    """The invocation as ``gcsim study ...`` rebuilt from the parsed parameters that differ from their
-    defaults (recorded in headline.md and report.md)."""
-    parts = ["gcsim", "study"]
-    if ctx.params.get("scenario") is not None:
-        parts.append(str(ctx.params["scenario"]))
-    for param in ctx.command.params:
-        if not isinstance(param, click.Option) or param.name == "progress":
-            continue
-        value = ctx.params.get(param.name)
-        if value is None or value == param.default:
-            continue
-        parts += [param.opts[0], str(value)]
-    return " ".join(shlex.quote(p) for p in parts)
+    """The ``gcsim study ...`` invocation (see :func:`gcsim.cli.options.command_line`)."""
+    return command_line(ctx, "study", [str(ctx.params["scenario"])] if ctx.params.get("scenario") is not None else [])
 
 
 def _scheme_list(value: str | None) -> list[str] | None:

@@ -219,7 +219,7 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
     except ConfigError as e:
         raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
     status = run.read_status() or {}
-    if status.get("status") == "running" and _process_alive(status.get("pid")):
+    if status.get("status") == "running" and process_alive(status.get("pid")):
         raise RunDirError(f"{run.path / 'status.json'}: status: expected a stopped run, got 'running' "
                           f"(process {status.get('pid')} is still alive)")
     checkpoint = run.load_checkpoint()
@@ -232,9 +232,9 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
     return _execute(run, cfg, scenario, checkpoint=checkpoint, progress=progress, hooks=hooks)
 
 
-def _process_alive(pid) -> bool:
+def process_alive(pid) -> bool:
     """True when ``pid`` is a live process on this machine other than this one."""
-    if not isinstance(pid, int) or pid == os.getpid():
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
         return False
     try:
         os.kill(pid, 0)

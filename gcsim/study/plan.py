@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from gcsim.errors import ConfigError, RunDirError
+from gcsim.real.runner import process_alive
 
 #: RealConfig fields that change what a run measures; a run directory must agree on all of them to
 #: be skipped or resumed (``iterations`` may differ: a shorter run is extended).
@@ -55,19 +56,6 @@ class RunPlan:
     action: Action
     reason: str
     from_iteration: int = 0
-
-
-def _process_alive(pid) -> bool:
-    """True when ``pid`` is a live process on this machine other than this one."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _check_same_config(run_dir: Path, stored: dict, cfg, scenario) -> None:
@@ -133,7 +121,7 @@ def plan_run(run_dir: str | Path, cfg, scenario) -> RunPlan:
         return RunPlan(cfg.scheme, path, "restart", f"unreadable run files ({e})")
     _check_same_config(path, stored, cfg, scenario)
     state = str(status.get("status", "unknown"))
-    if state == "running" and _process_alive(status.get("pid")):
+    if state == "running" and process_alive(status.get("pid")):
         raise RunDirError(f"{path / 'status.json'}: status: expected a stopped run, got 'running' (process "
                           f"{status.get('pid')} is still alive)")
     done = status.get("iterations_done")
