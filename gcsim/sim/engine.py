@@ -359,17 +359,24 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
         up = net.latency_s + grad_bytes * iter_msgs[it][mid].payload_fraction / bw
         env.timeout(up).callbacks.append(partial(arrive, it, mid))
 
+    def start_iteration(w: int, it: int):
+        """Common start of a worker-iteration (a generator: ``segs, d = yield from ...``): wait for the
+        model broadcast (and the per-worker dispatch draw), record the start, return the message
+        segments and the number of partitions ``d``."""
+        yield dispatch[it]
+        if extra_dispatch is not None:
+            yield env.timeout(extra_dispatch[it, w])
+            disp_s[it, w] = env.now
+        current[w] = it
+        cstart_s[it, w] = env.now
+        assign, _msgs, segs, _ = plans_at[it]
+        d = len(assign[w])
+        n_part[it, w] = d
+        return segs, d
+
     def worker(w: int):
         for it in range(I):
-            yield dispatch[it]
-            if extra_dispatch is not None:
-                yield env.timeout(extra_dispatch[it, w])
-                disp_s[it, w] = env.now
-            current[w] = it
-            cstart_s[it, w] = env.now
-            assign, _msgs, segs, _ = plans_at[it]
-            d = len(assign[w])
-            n_part[it, w] = d
+            segs, d = yield from start_iteration(w, it)
             comp_s[it, w] = cum[it, w, d]
             cpu_part_s[it, w] = cum[it, w, d]
             done = 0
@@ -402,15 +409,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     def worker_shared_cpu(w: int):
         """The worker under CPU contention (module docstring): one CPU job per partition."""
         for it in range(I):
-            yield dispatch[it]
-            if extra_dispatch is not None:
-                yield env.timeout(extra_dispatch[it, w])
-                disp_s[it, w] = env.now
-            current[w] = it
-            cstart_s[it, w] = env.now
-            assign, _msgs, segs, _ = plans_at[it]
-            d = len(assign[w])
-            n_part[it, w] = d
+            segs, d = yield from start_iteration(w, it)
             f = float(block.slowdown[it, w])
             cpu_factor, idle_factor = min(f, 1.0), max(f, 1.0) - 1.0
             spent, part_t0, job, job_is_part = 0.0, None, None, True
