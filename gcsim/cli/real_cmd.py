@@ -3,6 +3,7 @@ training a CNN on CIFAR-10 (see :mod:`gcsim.real.runner`)."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -70,4 +71,5 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
     if result.test_accuracy == result.test_accuracy:
         click.echo(f"test accuracy: {result.test_accuracy:.4f}")
     if result.status == "interrupted":
+        click.echo(f"continue with: gcsim real --resume {shlex.quote(str(result.run_dir))}")
         click.get_current_context().exit(130)
