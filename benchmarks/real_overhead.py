@@ -149,17 +149,9 @@ def bare_ray_loop(n: int, wait_for: int, weights_len: int, payload_len: int, sle
 
 def _tiny_data(root: Path) -> Path:
     """A synthetic CIFAR-10-layout data set (20 train, 5 test images per class)."""
-    from PIL import Image
+    from gcsim.real.data import make_random_image_folder, prepare_from_image_folder
 
-    from gcsim.real.data import CIFAR10_CLASSES, prepare_from_image_folder
-
-    rng = np.random.default_rng(0)
-    for split, per_class in (("train", 20), ("test", 5)):
-        for name in CIFAR10_CLASSES:
-            d = root / "src" / split / name
-            d.mkdir(parents=True)
-            for i in range(per_class):
-                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(d / f"{i}.png")
+    make_random_image_folder(root / "src", train_per_class=20, test_per_class=5, seed=0)
     prepare_from_image_folder(root / "src", root / "data")
     return root / "data"
 

@@ -15,13 +15,12 @@ import pandas as pd
 import pytest
 import ray
 import yaml
-from PIL import Image
 
 from gcsim.cli import main
 from gcsim.compare.rundir import read_run_dir
 from gcsim.errors import RunFailedError
 from gcsim.real.config import resolve_config
-from gcsim.real.data import CIFAR10_CLASSES, prepare_from_image_folder
+from gcsim.real.data import make_random_image_folder, prepare_from_image_folder
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
 from gcsim.real.runner import RunHooks, resume_real, run_real
 from gcsim.scenario import load_scenario
@@ -34,13 +33,7 @@ N, ITERS, SEED = 4, 6, 5
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("real")
-    rng = np.random.default_rng(1)
-    for split, per_class in (("train", 8), ("test", 3)):
-        for name in CIFAR10_CLASSES:
-            d = root / "src" / split / name
-            d.mkdir(parents=True)
-            for i in range(per_class):
-                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(d / f"{i}.png")
+    make_random_image_folder(root / "src", train_per_class=8, test_per_class=3, seed=1)
     prepare_from_image_folder(root / "src", root / "data")
     scenario = {
         "name": "tiny", "n_workers": N, "iterations": ITERS, "seed": SEED,

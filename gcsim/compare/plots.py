@@ -45,7 +45,8 @@ def _grid(k: int, width: float = 4.2, height: float = 3.4):
     return fig, axes.ravel()
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_figure(fig, path: str | Path) -> Path:
+    """Lay out, save as PNG (110 dpi, parent folders created) and close ``fig``; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -77,7 +78,7 @@ def plot_cdf_overlay(pairs: Sequence[SamplePair], path: str | Path, confidence: 
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle("Iteration-time CDF: simulated vs observed", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_qq(pairs: Sequence[SamplePair], path: str | Path, n_points: int = 99) -> Path:
@@ -103,7 +104,7 @@ def plot_qq(pairs: Sequence[SamplePair], path: str | Path, n_points: int = 99) -
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     fig.suptitle("QQ: simulated vs observed iteration time", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_predicted_vs_measured(table: pd.DataFrame, path: str | Path, band: float = 0.10) -> Path:
@@ -137,7 +138,7 @@ def plot_predicted_vs_measured(table: pd.DataFrame, path: str | Path, band: floa
         ax.grid(alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[:2 + min(len(table), 8)], labels[:2 + min(len(table), 8)], fontsize=6, loc="upper left")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 _SEGMENTS = (  # (name, color)

@@ -450,3 +450,22 @@ def verify_prepared(data_dir: Path | str) -> PrepareReport:
         hist = np.bincount(labels, minlength=len(CIFAR10_CLASSES))
         setattr(report, attr, {c: int(hist[i]) for i, c in enumerate(CIFAR10_CLASSES)})
     return report
+
+
+def make_random_image_folder(root: Path, *, train_per_class: int, test_per_class: int, seed: int = 0) -> Path:
+    """Write a synthetic CIFAR-10-layout image folder (``root/{train,test}/<class>/<i>.png``, random
+    32x32 RGB pixels from ``seed``) for tests and benchmarks that must not need the real data.
+
+    Returns ``root``. Feed it to :func:`prepare_from_image_folder`."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    root = Path(root)
+    for split, per_class in (("train", train_per_class), ("test", test_per_class)):
+        for name in CIFAR10_CLASSES:
+            d = root / split / name
+            d.mkdir(parents=True)
+            for i in range(per_class):
+                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(d / f"{i}.png")
+    return root

@@ -13,6 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from gcsim.compare.plots import save_figure  # noqa: E402
+
 
 def plot_accuracy(curves: Mapping[str, pd.DataFrame], exact: Mapping[str, bool], path: str | Path) -> Path:
     """Write the accuracy plot.
@@ -41,12 +43,7 @@ def plot_accuracy(curves: Mapping[str, pd.DataFrame], exact: Mapping[str, bool],
         ax.grid(alpha=0.3)
     ax_acc.legend(fontsize=8, loc="lower right")
     fig.suptitle("Exact schemes (solid) should track uncoded (black); approximate schemes dashed", fontsize=10)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 __all__ = ["plot_accuracy"]
