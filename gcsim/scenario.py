@@ -87,6 +87,9 @@ class Workload(_Model):
     ``call_overhead``: optional CPU-seconds per worker-iteration besides the partitions (loading the
     weights, encoding the message(s)), spent after the last partition, before the message(s) leave;
     None = 0.
+
+    ``background`` (needs ``cores``): CPU the workers' host gives to other, higher-priority processes
+    (:class:`Background`); None = the workers have all ``cores``.
     """
 
     gradient_bytes: NonNegFinite
@@ -94,6 +97,21 @@ class Workload(_Model):
     compute: DistSpec
     cores: Optional[PosFinite] = None
     call_overhead: Optional[DistSpec] = None
+    background: Optional["Background"] = None
+
+
+class Background(_Model):
+    """Cores taken from the workers by normal-priority processes on their host: the master (the Ray
+    driver), Ray's daemons and any other program. Ray runs its workers at niceness 15, so those
+    processes get what they ask for first (CFS weights 1024 vs 36) and the workers share
+    ``max(cores - background, cores × 36/1060)`` (:mod:`gcsim.sim.cpu`). Values are in cores (CPU-seconds
+    per second), drawn once per iteration: ``wait`` while the master waits for a decodable set,
+    ``finish`` while it decodes and updates the model (None: the ``wait`` draw). A real run measures
+    both per iteration (``other_cpu_wait_s`` / ``other_cpu_finish_s``, :mod:`gcsim.real.hostcpu`);
+    ``gcsim calibrate`` writes them from a run."""
+
+    wait: DistSpec
+    finish: Optional[DistSpec] = None
 
 
 class Network(_Model):
@@ -140,6 +158,9 @@ class Master(_Model):
     decode_s: DistSpec = Field(default_factory=lambda: ConstantSpec(value=0.0))
 
 
+Workload.model_rebuild()
+
+
 class Scenario(_Model):
     """A complete scenario (see the module docstring). All times in seconds, sizes in bytes.
 
@@ -165,6 +186,9 @@ class Scenario(_Model):
     def _cross_checks(self):
         if not _NAME_RE.match(self.name):
             raise SpecFieldError("name", "letters, digits, '_', '.', '-' (used in directory names)", self.name)
+        if self.workload.background is not None and self.workload.cores is None:
+            raise SpecFieldError("workload.background", "no background without workload.cores (the cores it "
+                                 "takes a share of)", _GivenLabel("a background with cores unset"))
         ws = self.stragglers.worker_scale
         if ws is not None and len(ws) != self.n_workers:
             raise SpecFieldError("stragglers.worker_scale", f"a list of n_workers={self.n_workers} factors",

@@ -16,8 +16,6 @@ All times are seconds. ``*_s`` columns that are instants are measured from the s
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,17 +23,25 @@ import numpy as np
 import pandas as pd
 
 from gcsim.errors import RunDirError
+from gcsim.rundir import atomic_write_text, make_public  # noqa: F401  (re-exported: older imports)
 
-TRACE_FORMAT_VERSION = 2
+TRACE_FORMAT_VERSION = 3
 
-#: Versions :func:`read_meta` accepts. Version 1 lacks :data:`CPU_COLUMNS`; :func:`read_table` fills
-#: them with NaN there (no CPU measured: calibration then infers CPU from wall time).
-READABLE_TRACE_FORMAT_VERSIONS = (1, 2)
+#: Versions :func:`read_meta` accepts. Version 1 lacks :data:`CPU_COLUMNS`, versions 1 and 2 lack
+#: :data:`OTHER_CPU_COLUMNS`; :func:`read_table` fills them with NaN there (not measured: calibration
+#: then infers CPU from wall time, or assumes no other load).
+READABLE_TRACE_FORMAT_VERSIONS = (1, 2, 3)
 
 #: iterations.csv – instants in seconds from run start; ``decodable_s`` is when the arrived set first
 #: became decodable; ``end_s`` adds the master's decode/update time; ``duration_s = end_s - start_s``.
+#: ``other_cpu_wait_s`` / ``other_cpu_finish_s`` (version 3): CPU-seconds taken on the workers' host by
+#: every process but the workers (the master, Ray's daemons, other programs) during ``[start_s,
+#: decodable_s]`` / ``[decodable_s, end_s]`` – what the niced workers could not use (a real run:
+#: :mod:`gcsim.real.hostcpu`; the simulator: its ``workload.background`` draw × the phase's length;
+#: NaN when not measured or not modelled).
 ITERATION_COLUMNS = [
     "scheme", "iteration", "start_s", "decodable_s", "end_s", "duration_s", "n_arrived", "n_used",
+    "other_cpu_wait_s", "other_cpu_finish_s",
 ]
 
 #: workers.csv – per worker and iteration. ``dispatch_s``: the worker has the model and may start;
@@ -57,6 +63,9 @@ WORKER_COLUMNS = [
 
 #: Worker columns added in trace format version 2 (NaN-filled when reading version 1).
 CPU_COLUMNS = ["cpu_s", "compute_cpu_s"]
+
+#: Iteration columns added in trace format version 3 (NaN-filled when reading versions 1 and 2).
+OTHER_CPU_COLUMNS = ["other_cpu_wait_s", "other_cpu_finish_s"]
 
 #: summary.csv – one row per scheme.
 SUMMARY_COLUMNS = [
@@ -94,35 +103,6 @@ def summarize(iterations: pd.DataFrame, loads: dict[str, dict]) -> pd.DataFrame:
     return out
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def make_public(path: Path) -> Path:
-    """Give a file or directory made by ``tempfile`` (mode 0600 / 0700) the mode a plain ``open`` /
-    ``mkdir`` would have given it under the process umask (usually 0644 / 0755). Returns ``path``."""
-    path = Path(path)
-    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~_umask())
-    return path
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        make_public(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_csv(path: Path, df: pd.DataFrame, columns: list[str]) -> None:
     """Atomically write ``df[columns]`` as CSV (raises KeyError if a column is missing)."""
     atomic_write_text(path, df[columns].to_csv(index=False, float_format="%.9g"))
@@ -153,7 +133,8 @@ def read_meta(run_dir: Path) -> dict:
 def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
     """Read ``<run_dir>/<name>`` and check it has ``columns``. Raises RunDirError naming the file.
 
-    :data:`CPU_COLUMNS` absent (a version-1 trace) are added as NaN rather than refused."""
+    :data:`CPU_COLUMNS` and :data:`OTHER_CPU_COLUMNS` absent (older traces) are added as NaN rather
+    than refused."""
     p = Path(run_dir) / name
     if not p.is_file():
         raise RunDirError(f"{p}: missing")
@@ -161,7 +142,7 @@ def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
         df = pd.read_csv(p)
     except Exception as e:  # pandas raises several types for malformed CSV
         raise RunDirError(f"{p}: unreadable CSV ({type(e).__name__}: {e})") from None
-    for c in CPU_COLUMNS:
+    for c in CPU_COLUMNS + OTHER_CPU_COLUMNS:
         if c in columns and c not in df.columns:
             df[c] = np.nan
     missing = [c for c in columns if c not in df.columns]

@@ -138,6 +138,17 @@ class Calibration:
     overhead_values_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     cancel_granularity: str = "immediate"
     dispatch_values_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    background_wait_cores: float | None = None
+    background_finish_cores: float | None = None
+
+    def background_spec(self) -> dict | None:
+        """``{wait: constant, finish: constant}`` cores taken by other processes (see
+        :func:`background_cores`), or None when not measured / no contention modelled."""
+        if self.cores is None or self.background_wait_cores is None:
+            return None
+        fin = self.background_finish_cores if self.background_finish_cores is not None else self.background_wait_cores
+        return {"wait": {"dist": "constant", "value": float(self.background_wait_cores)},
+                "finish": {"dist": "constant", "value": float(fin)}}
 
     def dispatch_spec(self, permutation_seed: int | None = None) -> dict | None:
         """``{dist: empirical, values: [...]}`` of the per worker-iteration dispatch seconds
@@ -187,6 +198,8 @@ class Calibration:
             "call_overhead_mean_s": float(self.overhead_values_s.mean()) if self.overhead_values_s.size else 0.0,
             "dispatch_mean_s": float(self.dispatch_values_s.mean()) if self.dispatch_values_s.size else 0.0,
             "dispatch_p95_s": float(np.quantile(self.dispatch_values_s, 0.95)) if self.dispatch_values_s.size else 0.0,
+            "background_wait_cores": self.background_wait_cores,
+            "background_finish_cores": self.background_finish_cores,
         }
 
 
@@ -457,6 +470,23 @@ def fit_transfer(payload_bytes: np.ndarray, transfer_s: np.ndarray) -> tuple[Tra
     return fit, notes
 
 
+def background_cores(iterations: pd.DataFrame) -> tuple[float | None, float | None]:
+    """Cores other processes took from the workers, pooled over iterations: ``Σ other_cpu_wait_s /
+    Σ (decodable_s - start_s)`` and ``Σ other_cpu_finish_s / Σ (end_s - decodable_s)`` over the rows
+    where both are finite (a ratio of sums: each reading is only good to one clock tick, the sum to
+    one tick per iteration). ``(None, None)`` when the trace did not measure them (versions 1–2)."""
+    out = []
+    for col, a, b in (("other_cpu_wait_s", "start_s", "decodable_s"), ("other_cpu_finish_s", "decodable_s", "end_s")):
+        cpu = pd.to_numeric(iterations.get(col), errors="coerce").to_numpy(float) if col in iterations else np.zeros(0)
+        if cpu.size == 0:
+            out.append(None)
+            continue
+        dt = (pd.to_numeric(iterations[b], errors="coerce") - pd.to_numeric(iterations[a], errors="coerce")).to_numpy(float)
+        ok = np.isfinite(cpu) & np.isfinite(dt) & (dt > 0)
+        out.append(float(cpu[ok].sum() / dt[ok].sum()) if ok.any() and dt[ok].sum() > 0 else None)
+    return out[0], out[1]
+
+
 def recorded_cores(run: RunDir) -> float | None:
     """Cores the run's workers shared as recorded: a real run's ``meta.json`` ``usable_cpus`` (CPU
     affinity) or ``host_cpus`` (the machine's CPU count), else ``config.yaml`` ``workload.cores``;
@@ -508,7 +538,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     for r in runs[1:]:
         require_same_n(runs[0], r)
     groups: dict[int, tuple[list, list]] = {}
-    pay, tr, master, lags, dispatch, overheads = [], [], [], [], [], []
+    pay, tr, master, lags, dispatch, overheads, bg_its = [], [], [], [], [], [], []
     n_measured = 0
     cores = run_cores(runs[0]) if contention else None
     use_measured = use_measured_cpu
@@ -545,6 +575,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                 ok = np.isfinite(send) & np.isfinite(arr)
             tr.append(arr[ok] - send[ok])
             pay.append(np.full(int(ok.sum()), g_bytes * frac))
+            bg_its.append(its)
             dec = pd.to_numeric(its["decodable_s"], errors="coerce").to_numpy(float)
             end = its["end_s"].to_numpy(float)
             good = np.isfinite(dec)
@@ -599,13 +630,24 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     elif cores is not None:
         notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing); "
                      f"per-call overhead mean {over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU")
+    bg_wait = bg_fin = None
+    if cores is not None and use_measured and bg_its:
+        bg_wait, bg_fin = background_cores(pd.concat(bg_its, ignore_index=True))
+        if bg_wait is not None:
+            notes.append(f"other processes took {bg_wait:.3f} of {cores:g} cores while the master waited and "
+                         f"{(bg_fin if bg_fin is not None else bg_wait):.3f} while it decoded and stepped "
+                         f"(measured: other_cpu_wait_s, other_cpu_finish_s); the workers share the rest")
+        else:
+            notes.append("no other-process CPU recorded (trace older than version 3): the workers are "
+                         "given every core, which over-predicts their speed on a loaded machine")
     granularity = cancel_granularity(runs[0])
     disp_all = np.concatenate(dispatch) if dispatch else np.zeros(0)
     disp_all = np.maximum(disp_all[np.isfinite(disp_all)], 0.0)
     return Calibration(dispatch_values_s=disp_all, source=tuple(r.label for r in runs), n_workers=n, compute_values_s=np.asarray(compute, float),
                        n_compute_rows=n_rows, n_censored=n_cens, transfer=transfer, master_values_s=m,
                        start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes),
-                       cores=cores, overhead_values_s=np.maximum(over, 0.0), cancel_granularity=granularity)
+                       cores=cores, overhead_values_s=np.maximum(over, 0.0), cancel_granularity=granularity,
+                       background_wait_cores=bg_wait, background_finish_cores=bg_fin)
 
 
 def require_same_n(source: RunDir, target: RunDir) -> None:
@@ -649,6 +691,8 @@ def scenario_data(run: RunDir, scheme: str, calibration: Calibration, *, seed: i
     if calibration.cores is not None:
         workload["cores"] = calibration.cores
         workload["call_overhead"] = calibration.overhead_spec(permutation_seed)
+        if calibration.background_spec() is not None:
+            workload["background"] = calibration.background_spec()
     data.update(
         name=name,
         schemes=[scheme_spec(run, scheme)],
@@ -675,6 +719,6 @@ def build_scenario(run: RunDir, scheme: str, calibration: Calibration, **kw):
         raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
 
 
-__all__ = ["Calibration", "measured_cpu", "TransferFit", "build_scenario", "calibrate", "compute_distribution", "fit_transfer",
+__all__ = ["Calibration", "background_cores", "measured_cpu", "TransferFit", "build_scenario", "calibrate", "compute_distribution", "fit_transfer",
            "message_bytes", "cancel_granularity", "recorded_cores", "run_cores",
            "dispatch_lags", "match_partition_spread", "per_partition_compute", "require_same_n", "scenario_data", "scheme_spec"]

@@ -144,11 +144,14 @@ class ParameterServer:
         n_params: length ``l`` of the flat gradient.
         after_dispatch: optional hook ``(iteration, pool)`` called right after dispatch (fault injection).
         poll_s: longest single ``ray.wait`` (seconds) between checks of ``should_stop``.
+        cpu_meter: optional :class:`gcsim.real.hostcpu.HostCpuMeter` read at the start, the decodable
+            instant and the end of every iteration: ``other_cpu_wait_s`` / ``other_cpu_finish_s``
+            (NaN without it).
     """
 
     def __init__(self, pool: WorkerPool, scheme, stragglers, *, policy: str, scheme_label: str, t0: float,
                  slice_sizes: np.ndarray, n_params: int, should_stop: Callable[[], bool] = lambda: False,
-                 after_dispatch: Callable | None = None, poll_s: float = 0.25):
+                 after_dispatch: Callable | None = None, poll_s: float = 0.25, cpu_meter=None):
         self.pool, self.scheme, self.stragglers = pool, scheme, stragglers
         self.policy, self.label, self.t0 = policy, scheme_label, float(t0)
         self.slice_sizes = np.asarray(slice_sizes, dtype=float)
@@ -159,10 +162,19 @@ class ParameterServer:
         self.worker_rows: dict[tuple[int, int], dict] = {}
         self.iteration_rows: list[dict] = []
         self._open: dict | None = None
+        self.cpu_meter = cpu_meter
 
     def clock(self) -> float:
         """Seconds since the time origin."""
         return time.time() - self.t0
+
+    def _read_cpu(self):
+        return None if self.cpu_meter is None else self.cpu_meter.read()
+
+    def _other_cpu(self, before, after) -> float:
+        if before is None or after is None:
+            return float("nan")
+        return self.cpu_meter.other_cpu_s(before, after)
 
     # ------------------------------------------------------------------ collection helpers
     def _row(self, iteration: int, worker: int) -> dict | None:
@@ -237,6 +249,7 @@ class ParameterServer:
 
         it = int(iteration)
         scheme = self.scheme
+        cpu_start = self._read_cpu()
         start = self.clock()
         weights_ref = ray.put(weights)
         draw = self.stragglers.draw(it)
@@ -267,6 +280,7 @@ class ParameterServer:
         payload_refs: dict[int, object] = {}
         losses: dict[int, float] = {}
         decoding, decodable_s, n_arrived = None, np.nan, 0
+        cpu_decodable = None
         while decoding is None:
             if self.should_stop():
                 raise RunInterrupted(f"interrupted during iteration {it}")
@@ -295,6 +309,7 @@ class ParameterServer:
                     decoding = scheme.decode(arrived, it)
                     if decoding is not None:
                         decodable_s = self.clock()
+                        cpu_decodable = self._read_cpu()
 
         used_workers = tuple(sorted({int(w) for w in scheme.message_worker(it)[list(decoding.used)]}))
         fetched = ray.get([payload_refs[w] for w in used_workers])
@@ -310,7 +325,7 @@ class ParameterServer:
                     ray.cancel(ref)
         del weights_ref, payload_refs, fetched
         self._open.update(start_s=start, decodable_s=decodable_s, n_arrived=n_arrived,
-                          n_used=len(decoding.used))
+                          n_used=len(decoding.used), cpu_start=cpu_start, cpu_decodable=cpu_decodable)
         parts = sorted(losses)
         loss = (float(np.average([losses[j] for j in parts], weights=self.slice_sizes[parts]))
                 if parts else float("nan"))
@@ -321,10 +336,13 @@ class ParameterServer:
         if self._open is None or "start_s" not in self._open:
             raise RuntimeError("end_iteration without a collected step")
         o = self._open
+        cpu_end = self._read_cpu()
         end = self.clock() if end_s is None else float(end_s)
         row = {"scheme": self.label, "iteration": o["iteration"], "start_s": o["start_s"],
                "decodable_s": o["decodable_s"], "end_s": end, "duration_s": end - o["start_s"],
-               "n_arrived": o["n_arrived"], "n_used": o["n_used"]}
+               "n_arrived": o["n_arrived"], "n_used": o["n_used"],
+               "other_cpu_wait_s": self._other_cpu(o["cpu_start"], o["cpu_decodable"]),
+               "other_cpu_finish_s": self._other_cpu(o["cpu_decodable"], cpu_end)}
         self.iteration_rows.append(row)
         for w, r in o["rows"].items():
             self.worker_rows[(o["iteration"], w)] = r

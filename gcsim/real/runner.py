@@ -264,6 +264,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     from tqdm import tqdm
 
     from gcsim.real.model import build_model, evaluate, get_flat_weights, num_parameters, set_flat_grad
+    from gcsim.real.hostcpu import HostCpuMeter
     from gcsim.real.sampling import shard_indices, slice_sizes
     from gcsim.schemes import make_scheme
     from gcsim.stragglers import StragglerProcess
@@ -338,9 +339,11 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         offset = float(checkpoint.get("time_offset_s", 0.0)) if checkpoint else 0.0
         if prior_it is not None and len(prior_it):
             offset = max(offset, float(prior_it["end_s"].max()))
+        local_pids = [int(i["pid"]) for i in pool.info if i.get("host") == socket.gethostname()]
         ps = ParameterServer(pool, scheme, stragglers, policy=cfg.policy, scheme_label=cfg.scheme,
                              t0=time.time() - offset, slice_sizes=sizes, n_params=num_parameters(model),
-                             should_stop=lambda: stop.set, after_dispatch=hooks.after_dispatch)
+                             should_stop=lambda: stop.set, after_dispatch=hooks.after_dispatch,
+                             cpu_meter=HostCpuMeter(local_pids))
         if prior_it is not None:
             ps.iteration_rows = prior_it.to_dict("records")
             ps.worker_rows = {(int(r["iteration"]), int(r["worker"])): r for r in prior_wk.to_dict("records")}
@@ -417,8 +420,26 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
                model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
                host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
-               host_cpu_load=cpu_load, ray=ray_info)
+               host_cpu_load=cpu_load, ray=ray_info, worker_niceness=_worker_niceness(pool.info),
+               other_cpu_scope=("host" if len(local_pids) == cfg.n_workers else
+                                f"master's host only ({len(local_pids)} of {cfg.n_workers} workers on it)"))
     return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
+
+
+def _worker_niceness(info: list[dict]) -> int | None:
+    """Niceness of the first worker process on this host (Ray's ``RAY_worker_niceness``, 15 by
+    default), from ``/proc/<pid>/stat``; None when unknown."""
+    host = socket.gethostname()
+    for i in info:
+        if i.get("host") != host:
+            continue
+        try:
+            with open(f"/proc/{int(i['pid'])}/stat") as f:
+                text = f.read()
+            return int(text[text.rindex(")") + 2:].split()[16])
+        except (OSError, ValueError, IndexError, KeyError):
+            return None
+    return None
 
 
 def _usable_cpus() -> int | None:

@@ -99,6 +99,21 @@ class ProcessorSharing:
         self._reschedule()
         return job
 
+    def set_cores(self, cores: float) -> None:
+        """Change the capacity from now on (other processes took or freed cores): every active job is
+        charged at the old rate up to now and continues at ``min(1, cores / A)``.
+
+        Raises:
+            ValueError: ``cores`` not a finite number > 0.
+        """
+        if not (0 < cores < math.inf):
+            raise ValueError(f"cores: expected a finite number > 0, got {cores!r}")
+        if float(cores) == self.cores:
+            return
+        self._advance()
+        self.cores = float(cores)
+        self._reschedule()
+
     def withdraw(self, job: CpuJob) -> float:
         """Remove an unfinished job (its process was interrupted); returns the CPU-seconds it received.
         A job already finished (or unknown) returns its full ``work_s`` and changes nothing."""

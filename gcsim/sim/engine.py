@@ -276,6 +276,44 @@ class _Plans:
 
 #: key of the per worker-iteration dispatch stream (``network.dispatch``), apart from the straggler streams
 DISPATCH_STREAM = 0xD15FA7C4
+#: key of the per-iteration background-CPU stream (``workload.background``)
+BACKGROUND_STREAM = 0xB6C0C0E5
+#: Share of a core a niceness-15 worker keeps against a busy niceness-0 process under Linux CFS
+#: (weights 36 and 1024, ``sched_prio_to_weight`` in kernel/sched/core.c).
+NICE15_SHARE = 36.0 / (1024.0 + 36.0)
+
+
+def background_draws(sc: Scenario) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(wait, finish)``, each ``(I,)`` cores taken by other processes per iteration
+    (``workload.background``), or None when unset. Drawn from the keyed stream
+    ``default_rng([seed, BACKGROUND_STREAM, iteration])`` (``wait`` first, then ``finish``), so every
+    other draw is the same with or without it.
+
+    Raises:
+        ConfigError: field ``workload.background.wait|finish`` when a draw is negative or not finite.
+    """
+    bg = sc.workload.background
+    if bg is None:
+        return None
+    wait_d = build_distribution(bg.wait)
+    fin_d = build_distribution(bg.finish) if bg.finish is not None else None
+    wait, fin = np.zeros(sc.iterations), np.zeros(sc.iterations)
+    for t in range(sc.iterations):
+        rng = np.random.default_rng([int(sc.seed), BACKGROUND_STREAM, t])
+        wait[t] = wait_d.from_uniform(rng.random((1, wait_d.n_uniforms)))[0]
+        fin[t] = fin_d.from_uniform(rng.random((1, fin_d.n_uniforms)))[0] if fin_d is not None else wait[t]
+    for name, v in (("wait", wait), ("finish", fin)):
+        bad = np.flatnonzero(~(np.isfinite(v) & (v >= 0)))
+        if bad.size:
+            raise ConfigError(f"workload.background.{name}", "a distribution whose draws are finite cores >= 0",
+                              _Given(f"{v[bad[0]]} (iteration {int(bad[0])})"))
+    return wait, fin
+
+
+def worker_cores(cores: float, background: float) -> float:
+    """Cores left to the (niced) workers when other processes take ``background`` of ``cores``:
+    ``max(cores - background, cores × NICE15_SHARE)``."""
+    return max(cores - background, cores * NICE15_SHARE)
 
 
 def _dispatch_draws(sc: Scenario) -> np.ndarray | None:
@@ -404,6 +442,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
             current[w] = -1
 
     cpu = ProcessorSharing(env, sc.workload.cores) if sc.workload.cores is not None else None
+    background = background_draws(sc) if cpu is not None else None
     overhead_s = block.call_overhead_s if block.call_overhead_s is not None else np.zeros((I, n))
 
     def worker_shared_cpu(w: int):
@@ -463,6 +502,8 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     def master():
         for it in range(I):
             start[it] = env.now
+            if background is not None:
+                cpu.set_cores(worker_cores(sc.workload.cores, background[0][it]))
             assign, msgs, segs, n_msgs_of = plans.at(it)
             if max(len(a) for a in assign) > cum.shape[2] - 1:
                 raise SchemeError.param(scheme.name, f"assignment at iteration {it}",
@@ -488,6 +529,8 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
             disp_s[it, :] = env.now + model_s
             yield cond
             decodable[it] = env.now
+            if background is not None:
+                cpu.set_cores(worker_cores(sc.workload.cores, background[1][it]))
             dec = result["dec"]
             n_arrived[it] = len(order)
             n_used[it] = len(dec.used)
@@ -518,6 +561,10 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     it_df = pd.DataFrame({
         "scheme": label, "iteration": np.arange(I), "start_s": start, "decodable_s": decodable, "end_s": end,
         "duration_s": end - start, "n_arrived": n_arrived, "n_used": n_used,
+        "other_cpu_wait_s": (np.minimum(background[0], sc.workload.cores) * (decodable - start)
+                             if background is not None else np.nan),
+        "other_cpu_finish_s": (np.minimum(background[1], sc.workload.cores) * (end - decodable)
+                               if background is not None else np.nan),
     }, columns=ITERATION_COLUMNS)
     w_df = pd.DataFrame({
         "scheme": label, "iteration": np.repeat(np.arange(I), n), "worker": np.tile(np.arange(n), I),
