@@ -123,7 +123,7 @@ def _break_config(d):
     (_break_missing_csv, "iterations.csv: missing"),
     (_break_truncated_csv, "iterations.csv: column "),
     (_break_columns, "workers.csv: missing columns ['arrival_s']"),
-    (_break_status, "status.json: state: expected a finished run, got 'running'"),
+    (_break_status, "status.json: status: expected a finished run, got 'running'"),
     (_break_config, "config.yaml: unreadable YAML"),
 ])
 def test_bad_run_dirs_give_one_line_errors(root, tmp_path, capsys, breaker, expected):
@@ -153,4 +153,4 @@ def test_non_empty_out_is_refused(root, tmp_path, capsys):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "keep.txt").write_text("x")
     rc, _, err = _run(capsys, root / "real" / "uncoded-20250102T000000Z", "--out", tmp_path / "o", *FAST)
-    assert rc == 2 and "--out: expected a directory that does not exist yet" in err
+    assert rc == 2 and "--out: expected a new or empty directory" in err

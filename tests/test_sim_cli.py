@@ -146,7 +146,7 @@ def test_bad_options_exit_2(tmp_path, capsys):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("keep")
     assert main(["simulate", scen, "--out", str(tmp_path / "full")]) == 2
-    assert "--out: expected a directory that does not exist yet" in capsys.readouterr().err
+    assert "--out: expected a new or empty directory" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "s.yaml"]
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["x"]
 
@@ -298,25 +298,19 @@ def test_out_dot_in_an_empty_working_directory(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here", "s.yaml"]  # no temporary sibling left
 
 
-def test_filling_an_existing_empty_dir_moves_meta_last_and_undoes_on_failure(tmp_path, monkeypatch):
-    import os
+def test_a_write_failure_in_an_existing_empty_dir_leaves_it_empty(tmp_path, monkeypatch, capsys):
+    """An existing empty --out (e.g. '.') is filled in place; a failure part-way removes what was written."""
+    import gcsim.sim.output as output
 
-    from gcsim.sim.output import _move_files_into
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    src.mkdir(), dst.mkdir()
-    for name in ("meta.json", "a.csv", "z.png"):
-        (src / name).write_text(name)
-    real_replace, calls = os.replace, []
-
-    def replace(a, b):
-        calls.append(os.path.basename(b))
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        real_replace(a, b)
-    monkeypatch.setattr(os, "replace", replace)
-    with pytest.raises(KeyboardInterrupt):
-        _move_files_into(src, dst)
-    assert calls == ["a.csv", "z.png", "meta.json"] and list(dst.iterdir()) == []
+    def disk_full(*a, **k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(output, "plot_bars", disk_full)
+    out = tmp_path / "empty"
+    out.mkdir()
+    assert main(["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--no-progress"]) == 2
+    assert capsys.readouterr().err == (f"gcsim: error: --out: expected a directory the run can be written to, "
+                                       f"got '{out}' (No space left on device)\n")
+    assert list(out.iterdir()) == []
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gcsim.cli.options import command_line
+from gcsim.cli.options import IntOption, command_line
 
 
 def _command_line(ctx: click.Context) -> str:
@@ -40,7 +40,8 @@ def _command_line(ctx: click.Context) -> str:
                    "--calibrate-from another scheme).")
 @click.option("--bootstrap", "n_resamples", type=int, default=2000, show_default=True,
               help="Bootstrap resamples per confidence interval.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of replications and bootstraps.")
+@click.option("--seed", type=IntOption(0, 2**32 - 1), default=0, show_default=True,
+              help="Seed of replications and bootstraps (0 <= seed < 2**32).")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
               help="Output directory (default runs/compare/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
@@ -62,15 +63,17 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     calibration.json, cdf.png, qq.png, predicted_vs_measured.png, timeline_<scheme>.png, report.md.
     Exit status: 0 all pass or warn, 1 some fail, 2 bad input (one line on stderr).
     """
-    from gcsim.compare.output import check_out_dir, default_out_dir, write_compare_outputs
+    from gcsim.compare.output import DEFAULT_COMPARE_ROOT, write_compare_outputs
     from gcsim.compare.pipeline import CompareOptions, compare_runs
     from gcsim.compare.report import verdict_table
     from gcsim.compare.rundir import newest_runs, read_run_dir
     from gcsim.compare.verdict import Bands
+    from gcsim.rundir import check_out_dir, new_run_dir
 
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source)
-    out = check_out_dir(out_dir) if out_dir is not None else None
+    if out_dir is not None:
+        check_out_dir(out_dir)
     if run_dirs:
         runs = [read_run_dir(p) for p in run_dirs]
         targets = [(r, r.schemes) for r in runs]
@@ -83,9 +86,13 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     source = read_run_dir(calibrate_from) if calibrate_from is not None else None
     if progress is None:
         progress = sys.stderr.isatty()
-    result = compare_runs(targets, calibrate_from=source, options=options, progress=progress)
-    out = out if out is not None else default_out_dir()
-    files = write_compare_outputs(result, out, command=_command_line(click.get_current_context()))
+    out = new_run_dir(out_dir, root=DEFAULT_COMPARE_ROOT, prefix="")  # before the expensive part
+    try:
+        result = compare_runs(targets, calibrate_from=source, options=options, progress=progress)
+        files = write_compare_outputs(result, out, command=_command_line(click.get_current_context()))
+    except BaseException:
+        out.discard()
+        raise
 
     table = result.table()
     src = f"calibrated from {source.label}" if source is not None else "each run calibrated from itself"

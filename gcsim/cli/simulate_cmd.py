@@ -69,23 +69,33 @@ def command(scenario, out_dir, iterations, seed, schemes, progress):
     Writes config.yaml, summary.csv, iterations.csv, workers.csv, cdf.png, bars.png and meta.json.
     A bad scenario or option exits with status 2 and creates nothing.
     """
+    from gcsim.rundir import new_run_dir
     from gcsim.scenario import load_scenario
     from gcsim.sim.engine import apply_overrides, simulate
-    from gcsim.sim.output import check_out_dir, default_run_dir, write_sim_run
+    from gcsim.sim.output import DEFAULT_SIM_ROOT, write_sim_run
 
     from gcsim.errors import ConfigError
 
     sc = load_scenario(scenario)
     wanted = schemes.split(",") if schemes is not None else None
     sc = apply_overrides(sc, schemes=wanted, iterations=iterations, seed=seed)
-    out = check_out_dir(out_dir if out_dir is not None else default_run_dir(sc.name))
     with terminate_as_exit():
+        # created (exclusively) before simulating: a bad --out fails now, parallel runs never share one
+        run = new_run_dir(out_dir, root=DEFAULT_SIM_ROOT, prefix=sc.name)
         try:
             result = simulate(sc, progress=progress)
-            path = write_sim_run(result, sc, out)
+            path = write_sim_run(result, sc, run)
         except MemoryError:
+            run.discard()
             raise ConfigError("iterations", "a run that fits in memory (fewer iterations, workers or schemes)",
                               _Given(f"{sc.iterations} (out of memory)")) from None
+        except OSError as e:
+            run.discard()
+            raise ConfigError("--out", "a directory the run can be written to",
+                              _Given(f"{str(run.path)!r} ({e.strerror or type(e).__name__})")) from None
+        except BaseException:
+            run.discard()
+            raise
     click.echo(f"{sc.name}: n={sc.n_workers}, {sc.iterations} iterations, seed {sc.seed}, policy {sc.policy} "
                f"(simulated in {result.wall_s:.1f} s)")
     click.echo(format_table(result.summary))

@@ -1,46 +1,22 @@
 """Write a comparison's output directory: ``validation.csv``, ``calibration.json``, the plots and
-``report.md``. The directory is assembled under a temporary name and renamed into place, so a failure
-never leaves a partial directory."""
+``report.md``. The directory is created at the start (:func:`gcsim.rundir.new_run_dir`) and discarded
+on failure, so a failure never leaves a partial directory."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
-import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 from gcsim.compare.pipeline import CompareResult
 from gcsim.compare.plots import (SamplePair, plot_cdf_overlay, plot_predicted_vs_measured, plot_qq, plot_timeline)
 from gcsim.compare.report import render_report
-from gcsim.errors import ConfigError
-from gcsim.trace import atomic_write_text, make_public
+from gcsim.rundir import NewRunDir, atomic_write_text, new_run_dir
 
 
-def default_out_dir(root: str | Path = "runs/compare") -> Path:
-    """``<root>/<UTC timestamp>`` (``YYYYmmddTHHMMSSZ``), with a numeric suffix if it exists."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(root) / stamp
-    k = 1
-    while out.exists():
-        out = Path(root) / f"{stamp}-{k}"
-        k += 1
-    return out
-
-
-def check_out_dir(out_dir: str | Path) -> Path:
-    """Return ``out_dir`` if it does not exist or is an empty directory.
-
-    Raises:
-        ConfigError: field ``--out``, when it exists and is not an empty directory.
-    """
-    p = Path(out_dir)
-    if p.exists() and (not p.is_dir() or any(p.iterdir())):
-        raise ConfigError("--out", "a directory that does not exist yet (or is empty)", str(out_dir))
-    return p
+#: Parent of default comparison directories (``<root>/<UTC timestamp>``).
+DEFAULT_COMPARE_ROOT = Path("runs/compare")
 
 
 def _slug(text: str) -> str:
@@ -93,31 +69,30 @@ def _write_into(result: CompareResult, d: Path, command: str) -> dict[str, Path]
     return files
 
 
-def write_compare_outputs(result: CompareResult, out_dir: str | Path, *, command: str = "") -> dict[str, Path]:
+def write_compare_outputs(result: CompareResult, out_dir: str | Path | NewRunDir, *,
+                          command: str = "") -> dict[str, Path]:
     """Write every output file of a comparison into ``out_dir``.
 
     Args:
         result: from :func:`gcsim.compare.pipeline.compare_runs`.
-        out_dir: directory to create (absent or empty).
+        out_dir: a directory made by :func:`gcsim.rundir.new_run_dir` before comparing (released
+            here when complete), or a path to create the same way (absent or empty).
         command: command line shown in the report.
     Returns:
         file name -> final path (``validation.csv``, ``calibration.json``, ``report.md`` and the PNGs).
     Raises:
-        ConfigError: ``out_dir`` exists and is not empty (field ``--out``).
+        ConfigError: a path ``out_dir`` exists and is not empty (field ``--out``).
     """
-    out = check_out_dir(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = make_public(Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-")))
+    owned = not isinstance(out_dir, NewRunDir)
+    run = new_run_dir(out_dir, root=DEFAULT_COMPARE_ROOT, prefix="") if owned else out_dir
     try:
-        files = _write_into(result, tmp, command)
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            out.rmdir()  # empty (checked above)
-        os.rename(tmp, out)
+        files = _write_into(result, run.path, command)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if owned:
+            run.discard()
         raise
-    return {k: out / v.relative_to(tmp) for k, v in files.items()}
+    run.release()
+    return files
 
 
-__all__ = ["check_out_dir", "default_out_dir", "write_compare_outputs"]
+__all__ = ["DEFAULT_COMPARE_ROOT", "write_compare_outputs"]

@@ -8,7 +8,6 @@ of another trace-format version raises a one-line :class:`~gcsim.errors.RunDirEr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,12 +17,9 @@ import pandas as pd
 import yaml
 
 from gcsim.errors import ConfigError, RunDirError
+from gcsim.rundir import RunStatus, effective_status, read_status
 from gcsim.trace import (ITERATION_COLUMNS, SUMMARY_COLUMNS, TRACE_FORMAT_VERSION, WORKER_COLUMNS, read_meta,
                          read_table)
-
-#: status.json values of ``state`` / ``status`` that mean the run has not finished writing.
-_UNFINISHED_STATES = {"running", "starting", "pending", "in_progress", "in-progress", "writing"}
-
 
 @dataclass
 class RunDir:
@@ -117,18 +113,12 @@ def _read_yaml(path: Path) -> dict:
 
 
 def _read_status(run_dir: Path) -> dict | None:
-    p = run_dir / "status.json"
-    if not p.is_file():
-        return None
-    try:
-        status = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise RunDirError(f"{p}: unreadable JSON ({e})") from None
-    if not isinstance(status, dict):
-        raise RunDirError(f"{p}: expected a JSON object, got {type(status).__name__}")
-    state = status.get("state", status.get("status"))
-    if isinstance(state, str) and state.lower() in _UNFINISHED_STATES:
-        raise RunDirError(f"{p}: state: expected a finished run, got {state!r} (still running or half-written)")
+    """``status.json`` (:func:`gcsim.rundir.read_status`), refused while the run is still going."""
+    status = read_status(run_dir)
+    if status is not None and status["status"] == RunStatus.RUNNING:
+        alive = effective_status(status) is RunStatus.RUNNING
+        raise RunDirError(f"{run_dir / 'status.json'}: status: expected a finished run, got 'running' "
+                          f"({'still running' if alive else 'its process is gone: dead, or half-written'})")
     return status
 
 
@@ -164,8 +154,8 @@ def read_run_dir(path: str | Path) -> RunDir:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: not a directory (expected a gcsim run directory)")
     status = _read_status(run_dir)  # before meta.json: a stopped real run has none, say why
-    state = (status or {}).get("state", (status or {}).get("status"))
-    if not (run_dir / "meta.json").is_file() and isinstance(state, str) and state != "finished":
+    state = (status or {}).get("status")
+    if not (run_dir / "meta.json").is_file() and state is not None and state != RunStatus.FINISHED:
         raise RunDirError(f"{run_dir / 'status.json'}: status: expected 'finished', got {state!r} (continue it "
                           f"with gcsim real --resume {run_dir})")
     meta = read_meta(run_dir)
