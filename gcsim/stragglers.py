@@ -2,7 +2,8 @@
 (Markov) slow state and per-worker scale, keyed by (seed, worker, iteration).
 
 Common random numbers: worker ``w`` in iteration ``t`` uses its own stream
-``np.random.default_rng([seed, w, t])`` and always consumes the same layout of uniforms from it
+``np.random.default_rng([seed, w, t])`` (computed for all keys at once by
+:func:`gcsim.keyed_rng.keyed_uniforms`, bit for bit the same numbers) and always consumes the same layout of uniforms from it
 (Markov uniform, delay uniforms, slowdown uniforms, then per-partition compute uniforms), so every
 scheme, every executor and every subset of schemes sees the same delays for the same
 (seed, worker, iteration), and the compute draw of the q-th partition a worker computes is the same
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gcsim.keyed_rng import keyed_uniforms, stream_keys
 from gcsim.latency import Distribution, build_distribution
 from gcsim.scenario import Stragglers
 
@@ -115,21 +117,22 @@ class StragglerProcess:
     def _uniforms(self, iterations: np.ndarray, n_partitions: int) -> np.ndarray:
         """``(I, n, head + P·nu_compute)`` uniforms, one keyed stream per (worker, iteration)."""
         width = self._head + n_partitions * self._nu_compute
-        out = np.empty((len(iterations), self.n, width))
-        for i, t in enumerate(iterations):
-            for w in range(self.n):
-                out[i, w] = worker_rng(self.seed, w, t).random(width)
-        return out
+        its = np.asarray(iterations, dtype=np.int64)
+        keys = stream_keys(self.seed, np.arange(self.n)[None, :], its[:, None])
+        return keyed_uniforms(keys, width).reshape(len(its), self.n, width)
 
-    def _markov(self, upto: int) -> None:
-        """Advance the cached Markov states through iteration ``upto`` (inclusive)."""
+    def _markov(self, upto: int, first_uniforms: np.ndarray | None = None) -> None:
+        """Advance the cached Markov states through iteration ``upto`` (inclusive). ``first_uniforms``:
+        the Markov uniforms ``(upto + 1 - start, n)`` of exactly the missing iterations, when the caller
+        already drew them (else they are drawn here)."""
         p = self.persistent
         if p is None:
             return
         start = len(self._slow_states)
         if upto < start:
             return
-        us = self._uniforms(np.arange(start, upto + 1), 0)[:, :, 0]
+        us = (first_uniforms if first_uniforms is not None
+              else self._uniforms(np.arange(start, upto + 1), 0)[:, :, 0])
         pi_slow = p.p_enter / (p.p_enter + p.p_leave)
         for i, t in enumerate(range(start, upto + 1)):
             u = us[i]
@@ -157,7 +160,9 @@ class StragglerProcess:
         slow_factor = (self.slowdown_dist.from_uniform(u[:, :, 1 + self._nu_delay:self._head])
                        if self.slowdown_dist is not None else np.ones((I, self.n)))
         if self.persistent is not None and I:
-            self._markov(int(its.max()))
+            start = len(self._slow_states)
+            contiguous = its[0] == start and np.array_equal(its, np.arange(start, start + I))
+            self._markov(int(its.max()), u[:, :, 0] if contiguous else None)
             slow = np.stack([self._slow_states[t] for t in its])
             slow_factor = slow_factor * np.where(slow, self.persistent.slowdown, 1.0)
         else:
@@ -170,10 +175,8 @@ class StragglerProcess:
             compute = np.zeros((I, self.n, 0))
         if self.call_overhead is not None:
             nu = self.call_overhead.n_uniforms
-            ou = np.empty((I, self.n, nu))
-            for i, t in enumerate(its):
-                for w in range(self.n):
-                    ou[i, w] = np.random.default_rng([self.seed, w, int(t), 1]).random(nu)
+            keys = stream_keys(self.seed, np.arange(self.n)[None, :], its[:, None], 1)
+            ou = keyed_uniforms(keys, nu).reshape(I, self.n, nu)
             overhead = self.call_overhead.from_uniform(ou)
         else:
             overhead = np.zeros((I, self.n))
@@ -191,3 +194,10 @@ class StragglerProcess:
 def master_rng(seed: int, iteration: int) -> np.random.Generator:
     """The master's stream in ``iteration`` (decode/update time draws)."""
     return np.random.default_rng([int(seed), MASTER_STREAM, int(iteration)])
+
+
+def master_uniforms(seed: int, iterations, width: int) -> np.ndarray:
+    """float64 ``(I, width)``: the first ``width`` uniforms of :func:`master_rng` ``(seed, t)`` for every
+    ``t`` in ``iterations`` (the same numbers, drawn for all iterations at once)."""
+    its = np.asarray(iterations, dtype=np.int64)
+    return keyed_uniforms(stream_keys(seed, MASTER_STREAM, its), width)
