@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from gcsim.schemes import make_scheme, scheme_names
+from gcsim.schemes.base import Refusal
 
 # (scheme, n, s, m) per scheme; every registered scheme must appear here.
 CASES = {
@@ -105,8 +106,10 @@ def test_exact_patterns_theory_rules_out_are_none(name, n, s, m):
         assert sch.decode(arrived) is None, arrived
         assert not sch.is_decodable(arrived)
         if name in ("gc-cr", "gc-mds", "cce-cr") and arrived:
-            # the linear algebra itself (not only the arrival count) must refuse: residual check
-            assert sch._decode(tuple(arrived)) is None, arrived
+            # the linear algebra itself (not only the arrival count) must refuse: the residual check
+            # of Scheme.decode turns the least-squares answer into a Refusal
+            checked = sch._checked(sch._decode(tuple(arrived)), tuple(arrived), 0)
+            assert isinstance(checked, Refusal) and "coefficient residual" in checked.reason, arrived
 
 
 def _replay(sch, iterations):

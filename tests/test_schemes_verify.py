@@ -48,7 +48,9 @@ def test_verify_samples_beyond_max_patterns_with_a_stated_seed():
     sch = make_scheme("gc-mds", 9, 2)
     r = verify_scheme(sch, max_patterns=10, samples=5, seed=3)
     assert r.passed and r.exhaustive_sizes == [0, 1] and r.sampled_sizes == [2]
-    assert r.patterns_tried == 1 + 9 + 5
+    # size 2 over 9 workers: 9 blocks {i, i+1}, 9 {i, i+2} and 9 {i, i+3} (near-contiguous), then 5 random
+    assert r.kinds == {"exhaustive": 1 + 9, "contiguous": 9, "near-contiguous": 18, "random": 5}
+    assert r.patterns_tried == 1 + 9 + 9 + 18 + 5
     again = verify_scheme(make_scheme("gc-mds", 9, 2), max_patterns=10, samples=5, seed=3)
     assert again.worst_cond == r.worst_cond and again.worst_error == r.worst_error
 
@@ -83,6 +85,7 @@ def test_cli_check_pass_prints_worsts(capsys):
     assert main(["schemes", "check", "gc-cr", "--n", "7", "--s", "2", "--seed", "4"]) == 0
     out = capsys.readouterr().out
     assert "patterns tried:  29 (all sets of size 0, 1, 2)" in out
+    assert "by kind:         29 exhaustive, 0 contiguous, 0 near-contiguous, 0 random" in out
     assert "worst residual:" in out and "worst cond:" in out and out.strip().endswith("PASS")
     expect = verify_scheme(make_scheme("gc-cr", 7, 2, seed=4), seed=4)
     assert f"worst cond:      {expect.worst_cond:.3e}" in out

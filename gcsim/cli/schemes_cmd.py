@@ -2,6 +2,7 @@
 
     gcsim schemes            (or: gcsim schemes list)
     gcsim schemes check gc-cr --n 10 --s 2 [--m 1] [--seed 0] [--max-patterns 100000] [--samples 2000]
+                                           [--payload-dtype float64|float32]
 
 ``check`` exits 0 when every checked pattern decodes, 1 on the first failing pattern (printed),
 2 on bad parameters (handled by :func:`gcsim.cli.main`).
@@ -68,13 +69,17 @@ def _fmt(x: float) -> str:
               help="enumerate a straggler-set size exhaustively while C(n, size) is at most this")
 @click.option("--samples", type=IntOption(), default=2000, show_default=True,
               help="random straggler sets per size beyond --max-patterns")
+@click.option("--payload-dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
+              help="precision of the coded messages (float64: the simulator; float32: gcsim real)")
 @click.pass_context
-def check(ctx: click.Context, name: str, n: int, s: int, m: int, seed: int, max_patterns: int, samples: int) -> None:
-    """Verify scheme NAME decodes every straggler pattern of size <= s."""
+def check(ctx: click.Context, name: str, n: int, s: int, m: int, seed: int, max_patterns: int, samples: int,
+          payload_dtype: str) -> None:
+    """Verify scheme NAME decodes every straggler pattern of size <= s (structured worst cases first)."""
+    from gcsim.schemes.patterns import format_kinds
     from gcsim.schemes.verify import verify_scheme
 
     try:
-        scheme = make_scheme(name, n=n, s=s, m=m, seed=seed)
+        scheme = make_scheme(name, n=n, s=s, m=m, seed=seed, payload_dtype=payload_dtype)
         r = verify_scheme(scheme, max_patterns=max_patterns, samples=samples, seed=seed)
     except MemoryError:
         # the schemes hold dense (n x n) coefficients: a huge n cannot be built
@@ -84,12 +89,16 @@ def check(ctx: click.Context, name: str, n: int, s: int, m: int, seed: int, max_
     if r.exhaustive_sizes:
         how.append(f"all sets of size {', '.join(map(str, r.exhaustive_sizes))}")
     if r.sampled_sizes:
-        how.append(f"{r.samples} random sets (seed {r.seed}) of size {', '.join(map(str, r.sampled_sizes))}")
-    click.echo(f"scheme {r.scheme}: n={r.n} s={r.s} m={r.m} seed={seed} ({'exact' if r.exact else 'approximate'})")
+        how.append(f"contiguous and near-contiguous blocks at every shift, then {r.samples} random sets "
+                   f"(seed {r.seed}) of size {', '.join(map(str, r.sampled_sizes))}")
+    click.echo(f"scheme {r.scheme}: n={r.n} s={r.s} m={r.m} seed={seed} ({'exact' if r.exact else 'approximate'}, "
+               f"{r.payload_dtype} payloads)")
     click.echo(f"patterns tried:  {r.patterns_tried} ({'; '.join(how)})")
+    click.echo(f"by kind:         {format_kinds(r.kinds)}")
     if r.exact:
-        click.echo(f"worst residual:  {_fmt(r.worst_residual)}  (max |a^T B_S - 1|, tolerance {r.tolerance:g})")
-        click.echo(f"worst rel error: {_fmt(r.worst_error)}  (decoded vs true sum of random float64 gradients)")
+        click.echo(f"worst residual:  {_fmt(r.worst_residual)}  (max |a^T B_S - 1|, tolerance {r.residual_tolerance:g})")
+        click.echo(f"worst rel error: {_fmt(r.worst_error)}  (decoded vs true sum of random gradients, "
+                   f"{r.payload_dtype} payloads, tolerance {r.tolerance:g})")
     else:
         click.echo(f"worst rel error: {_fmt(r.worst_error)}  (decoded vs the scheme's rule, tolerance {r.tolerance:g})")
     click.echo(f"worst cond:      {r.worst_cond:.3e}")

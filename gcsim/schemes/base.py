@@ -25,17 +25,31 @@ Message ids are global integers ``0 .. len(messages)-1``; in all built-in scheme
 sends exactly one message, so message id == worker index.
 
 Decodings are cached by arrival pattern, so a decode is cheap enough to call on every arrival.
+
+Never a wrong sum marked exact: every exact decoding is checked by :meth:`Scheme.decode` before it is
+returned – its coefficient residual ``max |E - I|`` (:meth:`Scheme.residual`) must be at most
+``residual_tolerance`` and its error bound in the payload precision (:meth:`Scheme.decode_error`) at
+most :data:`ERROR_TOLERANCE` of the scheme's ``payload_dtype``; otherwise the decoder *refuses* the
+arrived set (returns None, so the master waits for one more arrival) and records why in
+``Scheme.last_refusal`` (a :class:`Refusal`), which the executors count.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from gcsim.errors import NotDecodableError, SchemeError
+
+#: unit roundoff ``u`` of each payload precision a scheme can be built for (IEEE 754 binary64 / binary32).
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24}
+#: largest relative decode error (:meth:`Scheme.decode_error`) accepted per payload precision: 1e-6 in
+#: float64 (the coefficient-residual tolerance), 1e-4 in float32 (~1700 u: what float32 payloads of a
+#: well-conditioned code reach with room to spare, e.g. uncoded n = 1024 is ~2e-6).
+ERROR_TOLERANCE = {"float64": 1e-6, "float32": 1e-4}
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,10 @@ class Decoding:
         cond: condition number of the linear system solved (1.0 when none was solved).
         staleness: for pipelined schemes, int array ``(r, k)``: how many iterations old the
             gradient of partition ``j`` inside message ``used[r]`` is (-1 where absent); else None.
+        residual: coefficient residual ``max |E - I|`` (:meth:`Scheme.residual`) of an exact decoding,
+            filled in by :meth:`Scheme.decode` (NaN for approximate ones).
+        error_bound: relative error bound in the payload precision (:meth:`Scheme.decode_error`),
+            filled in by :meth:`Scheme.decode` (NaN for approximate ones).
     """
 
     used: tuple[int, ...]
@@ -81,6 +99,28 @@ class Decoding:
     exact: bool
     cond: float = 1.0
     staleness: np.ndarray | None = None
+    residual: float = float("nan")
+    error_bound: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An arrived set an exact scheme could solve for but refused: its decode would not be exact
+    within tolerance in the payload precision (see :meth:`Scheme.decode`).
+
+    Attributes:
+        arrived: the arrived message ids, sorted (the pattern).
+        residual: coefficient residual ``max |E - I|`` of the refused decoding (inf if the solve failed).
+        error_bound: its relative error bound in the payload precision.
+        cond: condition number of the linear system solved.
+        reason: one line, e.g. ``"coefficient residual 3.1e-06 > 1e-06"``.
+    """
+
+    arrived: tuple[int, ...]
+    residual: float
+    error_bound: float
+    cond: float
+    reason: str
 
 
 def split_chunks(gradient: np.ndarray, m: int) -> np.ndarray:
@@ -111,7 +151,9 @@ class Scheme:
     Args:
         n: workers (integer >= 1); s: stragglers tolerated (integer, ``0 <= s < n``); m: communication
             reduction (integer >= 1; must be 1 unless ``uses_m``); seed: construction seed (integer >= 0,
-            used by randomized constructions such as ``gc-cr``).
+            used by randomized constructions such as ``gc-cr``); payload_dtype: precision of the coded
+            messages the decode must be exact in, ``"float64"`` (the simulator) or ``"float32"`` (what
+            the real executor sends); sets the error tolerance (:data:`ERROR_TOLERANCE`).
 
     Raises:
         SchemeError: on parameters the scheme refuses (message names the parameter, the allowed
@@ -131,7 +173,8 @@ class Scheme:
     #: most decodings kept in the per-scheme cache (oldest dropped first), bounding memory in long runs.
     cache_size: ClassVar[int] = 65536
 
-    def __init__(self, n: int, s: int, m: int = 1, seed: int = 0):
+    def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, payload_dtype: str = "float64"):
+        self.payload_dtype = self._check_dtype(payload_dtype)
         self._check_int("n", n, 1)
         self._check_int("s", s, 0)
         self._check_int("m", m, 1)
@@ -143,12 +186,20 @@ class Scheme:
         self.n, self.s, self.m, self.seed = int(n), int(s), int(m), int(seed)
         self.k = self.n
         self._cache: dict = {}
+        self._coeff_tensor: np.ndarray | None = None
+        #: why the last :meth:`decode` call returned None when it refused an arrived set, else None
+        self.last_refusal: Refusal | None = None
         self._validate()
         self._assignment, self._messages = self._build()
+        self._check_construction()
 
     # ----------------------------------------------------------------- to implement
     def _validate(self) -> None:
         """Raise SchemeError for parameters this scheme refuses (n, s, m already basic-checked)."""
+
+    def _check_construction(self) -> None:
+        """Raise SchemeError when the built scheme's known worst cases do not decode within
+        tolerance in the payload precision (see :meth:`worst_case`); default: nothing to check."""
 
     def _build(self) -> tuple[list[list[int]], list[Message]]:
         """Return the (static) assignment and messages."""
@@ -225,10 +276,16 @@ class Scheme:
         Args:
             arrived: message ids in arrival order (duplicates ignored); a list, tuple or int array.
             iteration: iteration index (matters only for pipelined schemes).
+        An exact decoding is returned only when its coefficient residual is at most
+        ``residual_tolerance`` and its error bound (:meth:`decode_error`) at most the payload
+        precision's :data:`ERROR_TOLERANCE`; otherwise the set is *refused*: None is returned and
+        ``last_refusal`` holds the :class:`Refusal` (it is None after every other call).
+
         Raises:
             SchemeError: an id outside ``0 .. n_messages-1`` (checked once at least
                 ``min_arrivals`` ids are given; fewer return None at once, cheaply).
         """
+        self.last_refusal = None
         if hasattr(arrived, "__len__") and len(arrived) < self.min_arrivals:
             return None  # fast path: too few arrivals whatever they are (ids not validated here)
         seq = arrived.tolist() if isinstance(arrived, np.ndarray) else [int(a) for a in arrived]
@@ -241,14 +298,91 @@ class Scheme:
             return None
         key = self._cache_key(arr, iteration)
         try:
-            return self._cache[key]
+            result = self._cache[key]
         except KeyError:
-            pass
-        result = self._decode_at(arr, iteration)
-        if len(self._cache) >= self.cache_size:
-            self._cache.pop(next(iter(self._cache)))
-        self._cache[key] = result
+            result = self._checked(self._decode_at(arr, iteration), arr, iteration)
+            if len(self._cache) >= self.cache_size:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = result
+        if isinstance(result, Refusal):
+            self.last_refusal = result
+            return None
         return result
+
+    def _checked(self, dec: Decoding | None, arrived: tuple[int, ...], iteration: int) -> Decoding | Refusal | None:
+        """The decoding with ``residual`` and ``error_bound`` filled in, or a :class:`Refusal` when an
+        exact one is not exact within tolerance (approximate decodings and None pass unchanged)."""
+        if dec is None or not dec.exact:
+            return dec
+        residual, bound = self.decode_error(dec, iteration)
+        tol = self.error_tolerance
+        if residual <= self.residual_tolerance and bound <= tol:
+            return replace(dec, residual=residual, error_bound=bound)
+        if not residual <= self.residual_tolerance:
+            why = f"coefficient residual {residual:.1e} > {self.residual_tolerance:g}"
+        else:
+            why = f"{self.payload_dtype} error bound {bound:.1e} > {tol:g} (cond {dec.cond:.1e})"
+        return Refusal(arrived=tuple(sorted(arrived)), residual=residual, error_bound=bound, cond=float(dec.cond),
+                       reason=why)
+
+    @property
+    def error_tolerance(self) -> float:
+        """Largest accepted relative decode error in this scheme's payload precision (:data:`ERROR_TOLERANCE`)."""
+        return ERROR_TOLERANCE[self.payload_dtype]
+
+    def decode_error(self, decoding: Decoding, iteration: int = 0) -> tuple[float, float]:
+        """``(residual, error_bound)`` of an exact decoding in the payload precision.
+
+        ``residual`` = :meth:`residual` (the float64 coefficient error ``max |E - I|``). The payloads
+        are rounded to ``payload_dtype`` (unit roundoff ``u``, :data:`UNIT_ROUNDOFF`) and combined in
+        float64, so the decoded chunk ``u`` carries the rounding errors ``delta p_r`` (``|delta p_r| <=
+        u |p_r|``) amplified by the weights. For partition gradients of equal norm G with independent
+        directions, ``|p_r| ~ ||C_r||_F G`` and ``|sum_j g_j| ~ sqrt(k) G``, so (triangle inequality,
+        the standard forward error of a linear combination, Higham, *Accuracy and Stability of
+        Numerical Algorithms*, 2002, §3.1)::
+
+            error_bound = residual + (u + u_64) * max_u sum_r |w[r, u]| ||C_r||_F / sqrt(k)
+
+        which is ``sqrt(n) (u + u_64)`` for ``uncoded`` and grows like cond(B_S) for ill-conditioned
+        codes (it is what makes gc-mds at n = 64, s = 7 fail in float32; Raviv et al., ICML 2018).
+        Returns float64 scalars (inf when the weights are not finite).
+        """
+        C = self._coefficients(iteration)[list(decoding.used)]  # (r, k, m)
+        W = np.asarray(decoding.weights, dtype=np.float64)  # (r, m)
+        if not np.all(np.isfinite(W)):
+            return math.inf, math.inf
+        E = np.einsum("ru,rjv->ujv", W, C)  # (m, k, m)
+        E[np.arange(self.m), :, np.arange(self.m)] -= 1.0
+        residual = float(np.max(np.abs(E))) if E.size else 0.0
+        norms = np.sqrt(np.einsum("rjv,rjv->r", C, C))  # (r,)
+        amp = float(np.max(np.abs(W).T @ norms)) / math.sqrt(self.k)
+        bound = residual + (UNIT_ROUNDOFF[self.payload_dtype] + UNIT_ROUNDOFF["float64"]) * amp
+        return residual, (bound if math.isfinite(bound) else math.inf)
+
+    def _coefficients(self, iteration: int) -> np.ndarray:
+        """float64 ``(n_messages, k, m)``: every message's coefficients (cached for static schemes)."""
+        if self.assignment_period != 1:
+            return np.stack([msg.coeffs for msg in self.messages(iteration)])
+        if self._coeff_tensor is None:
+            self._coeff_tensor = np.stack([msg.coeffs for msg in self.messages(0)])
+        return self._coeff_tensor
+
+    def worst_case(self, arrived_sets: Iterable[Sequence[int]], iteration: int = 0) -> tuple[float, float, tuple | None]:
+        """Worst ``(residual, error_bound, arrived set)`` of the raw decoder (:meth:`_decode_at`,
+        uncached, unchecked) over ``arrived_sets`` (each a sequence of message ids in arrival order).
+        A set the decoder cannot solve at all counts as ``inf``. Used by construction-time guards."""
+        worst_r, worst_b, worst_set = 0.0, 0.0, None
+        for arrived in arrived_sets:
+            arr = tuple(int(a) for a in arrived)
+            try:
+                dec = self._decode_at(arr, iteration)
+            except np.linalg.LinAlgError:
+                dec = None
+            r, b = (math.inf, math.inf) if dec is None else self.decode_error(dec, iteration)
+            if worst_set is None or b > worst_b:
+                worst_b, worst_set = b, arr
+            worst_r = max(worst_r, r)
+        return worst_r, worst_b, worst_set
 
     def is_decodable(self, arrived: Iterable[int], iteration: int = 0) -> bool:
         """True when the master can finish the iteration with these arrivals."""
@@ -298,11 +432,7 @@ class Scheme:
         """Worst coefficient error of an exact decoding: ``max |E - I|`` where ``E[u, j, u']`` is the
         coefficient of ``chunk_u'(g_j)`` in output chunk ``u`` (target: 1 if u == u' else 0).
         For m = 1 this is ``||a^T B_S - 1||_inf`` (Tandon et al. 2017, Thm. 1)."""
-        msgs = self.messages(iteration)
-        C = np.stack([msgs[i].coeffs for i in decoding.used])  # (r, k, m)
-        E = np.einsum("ru,rjv->ujv", decoding.weights, C)  # (m, k, m)
-        target = np.broadcast_to(np.eye(self.m)[:, None, :], E.shape)
-        return float(np.max(np.abs(E - target)))
+        return self.decode_error(decoding, iteration)[0]
 
     def encoding_matrix(self, iteration: int = 0) -> np.ndarray:
         """B as ``(n_messages, k)`` float64 when m == 1 (the paper's encoding matrix B)."""
@@ -314,9 +444,20 @@ class Scheme:
         """Parameters and loads, for tables and resolved configs."""
         return {
             "scheme": self.name, "n": self.n, "k": self.k, "s": self.s, "m": self.m, "seed": self.seed,
+            "payload_dtype": self.payload_dtype,
             "exact": self.exact, "computation_load": self.computation_load,
             "communication_load": self.communication_load, "messages_per_worker": self.messages_per_worker,
         }
+
+    def _check_dtype(self, value) -> str:
+        """Normalise ``payload_dtype`` (a name or numpy dtype) to ``"float64"`` / ``"float32"``."""
+        try:
+            name = np.dtype(value).name
+        except TypeError:
+            name = None
+        if name not in UNIT_ROUNDOFF:
+            raise SchemeError.param(self.name, "payload_dtype", " or ".join(UNIT_ROUNDOFF), value)
+        return name
 
     @staticmethod
     def _check_int(field: str, value, lo: int) -> None:
@@ -324,7 +465,8 @@ class Scheme:
             raise SchemeError(f"{field}: expected an integer >= {lo}, got {value!r}")
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(n={self.n}, s={self.s}, m={self.m}, seed={self.seed})"
+        return (f"{type(self).__name__}(n={self.n}, s={self.s}, m={self.m}, seed={self.seed}, "
+                f"payload_dtype={self.payload_dtype!r})")
 
 
 def one_message_per_worker(assignment: Sequence[Sequence[int]], coeff_rows: np.ndarray, m: int = 1) -> list[Message]:

@@ -13,12 +13,16 @@ x^(n-s-1)), the solution C of ``V_S C = F_S`` has rows n-d .. n-s-1 equal to ``s
 Evaluation points: Chebyshev points (any distinct reals are valid; these condition ``V_S`` best), or
 an explicit ``theta``.
 
-Numerical guard: at construction the worst coefficient residual ``max |E - I|`` of the decode over
-straggler sets of size s is computed (exhaustively when C(n, s) <= 5000, else on 2000 sets drawn with
-seed 0) and any (n, s, m) above ``residual_tolerance`` (1e-6) is refused with a SchemeError instead of
-returning wrong gradients later (e.g. (30, 3, 3) reaches 6e-4 and is refused; (20, 2, 2) reaches 7e-10). Results are cached
-per (n, s, m, theta) in the process. Each decode is also residual-checked (``None`` above tolerance).
-Constraints: ``0 <= s < n``, ``m >= 1``, ``d = s + m <= n``, worst-case decode error <= 1e-6.
+Numerical guard: at construction the worst coefficient residual ``max |E - I|`` and error bound in
+the payload precision (:meth:`Scheme.decode_error`) of the decode over straggler sets of size s are
+computed (exhaustively when C(n, s) <= 5000, else on the contiguous and near-contiguous sets at
+every cyclic shift – where the worst sets are: an exhaustive check found accepted (18,6,6), (18,8,6),
+(22,6,2), (26,8,1) failing only on near-contiguous sets – then 2000 sets drawn with seed 0) and any
+(n, s, m) above tolerance (1e-6 in float64, 1e-4 in float32) is refused with a SchemeError instead
+of returning wrong gradients later (e.g. (30, 3, 3) reaches 6e-4 and is refused; (20, 2, 2) reaches
+7e-10). Results are cached per (n, s, m, theta, payload dtype) in the process. Every decode is checked
+as well (:meth:`Scheme.decode`).
+Constraints: ``0 <= s < n``, ``m >= 1``, ``d = s + m <= n``, worst-case decode error within tolerance.
 """
 
 from __future__ import annotations
@@ -28,14 +32,15 @@ import math
 import numpy as np
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import Decoding, Scheme, one_message_per_worker
+from gcsim.schemes.base import UNIT_ROUNDOFF, Decoding, Scheme, one_message_per_worker
 from gcsim.schemes.chebyshev import chebyshev_nodes, vandermonde
 from gcsim.schemes.cyclic import cyclic_support
+from gcsim.schemes.patterns import count_kinds, straggler_sets
 
 #: straggler sets checked exhaustively up to this many; beyond it a seeded sample of STABILITY_SAMPLES
 STABILITY_EXHAUSTIVE_MAX = 5000
 STABILITY_SAMPLES = 2000
-_STABILITY_CACHE: dict[tuple, float] = {}
+_STABILITY_CACHE: dict[tuple, tuple] = {}
 
 
 def cce_polynomials(theta: np.ndarray, n: int, s: int, m: int) -> np.ndarray:
@@ -88,24 +93,30 @@ def decoding_weights(theta_S: np.ndarray, n: int, s: int, m: int) -> tuple[np.nd
     return X[nd: nd + m].T.copy(), float(np.linalg.cond(V))
 
 
-def worst_decode_residual(theta: np.ndarray, n: int, s: int, m: int, tolerance: float = math.inf) -> float:
-    """Worst ``max |E - I|`` over straggler sets of size s (exhaustive when C(n, s) <= 5000, else 2000
-    sets drawn with ``numpy.random.default_rng(0)``); stops early once above ``tolerance``. Cached."""
-    key = (n, s, m, np.asarray(theta, dtype=np.float64).tobytes(), tolerance)
+def worst_decode(theta: np.ndarray, n: int, s: int, m: int, payload_dtype: str = "float64",
+                 tolerance: float = math.inf) -> tuple[float, float, tuple[int, ...], dict]:
+    """Worst decode over straggler sets of size s (:func:`gcsim.schemes.patterns.straggler_sets`: every
+    set while C(n, s) <= 5000; else the contiguous and near-contiguous sets at every cyclic shift, then
+    2000 drawn with ``numpy.random.default_rng(0)``); stops early once the bound exceeds ``tolerance``.
+
+    Returns:
+        ``(residual, error_bound, stragglers, kinds)``: worst ``max |E - I|``; worst error bound in
+        ``payload_dtype`` (the formula of :meth:`Scheme.decode_error`, batched); the straggler set
+        giving it; sets tried per kind (:data:`gcsim.schemes.patterns.PATTERN_KINDS`). Cached.
+    """
+    key = (n, s, m, np.asarray(theta, dtype=np.float64).tobytes(), payload_dtype, tolerance)
     if key in _STABILITY_CACHE:
         return _STABILITY_CACHE[key]
     C = cce_coefficients(theta, n, s, m)
+    norms = np.sqrt(np.einsum("ijv,ijv->i", C, C))  # (n,) ||C_i||_F
+    u = UNIT_ROUNDOFF[payload_dtype] + UNIT_ROUNDOFF["float64"]
     r = n - s
-    if math.comb(n, s) <= STABILITY_EXHAUSTIVE_MAX:
-        import itertools
-        sets = np.array([[w for w in range(n) if w not in set(st)] for st in itertools.combinations(range(n), s)],
-                        dtype=int).reshape(-1, r)
-    else:
-        rng = np.random.default_rng(0)
-        sets = np.sort(np.stack([rng.permutation(n)[:r] for _ in range(STABILITY_SAMPLES)]), axis=1)
+    pairs = list(straggler_sets(n, s, STABILITY_SAMPLES, np.random.default_rng(0), STABILITY_EXHAUSTIVE_MAX))
+    strag = [st for _, st in pairs]
+    sets = np.array([[w for w in range(n) if w not in set(st)] for st in strag], dtype=int).reshape(-1, r)
     nd = n - s - m
     target = np.eye(m)[:, None, :]  # (m, 1, m) broadcast over partitions
-    worst = 0.0
+    worst_r, worst_b, worst_i, tried = 0.0, -1.0, 0, 0
     batch = max(1, 2_000_000 // max(1, r * n * m))
     for start in range(0, len(sets), batch):
         S = sets[start: start + batch]
@@ -114,17 +125,23 @@ def worst_decode_residual(theta: np.ndarray, n: int, s: int, m: int, tolerance: 
             try:
                 X = np.linalg.inv(V)
             except np.linalg.LinAlgError:
-                worst = math.inf
-                break
+                X = np.full_like(V, np.nan)
             W = X[:, nd: nd + m, :]  # (P, m, r)
             E = np.einsum("pur,prjv->pujv", W, C[S])
-        err = np.abs(E - target)
-        w = float(np.max(err)) if np.all(np.isfinite(err)) else math.inf
-        worst = max(worst, w)
-        if worst > tolerance:
+            res = np.max(np.abs(E - target), axis=(1, 2, 3))
+            amp = np.max(np.abs(W) @ norms[S][:, :, None], axis=(1, 2)) / math.sqrt(n)
+        res = np.where(np.isfinite(res), res, np.inf)
+        bound = res + u * np.where(np.isfinite(amp), amp, np.inf)
+        tried = start + len(S)
+        worst_r = max(worst_r, float(np.max(res)))
+        if float(np.max(bound)) > worst_b:
+            worst_b, worst_i = float(np.max(bound)), start + int(np.argmax(bound))
+        if worst_b > tolerance or worst_r > tolerance:
             break
-    _STABILITY_CACHE[key] = worst
-    return worst
+    kinds = count_kinds(k for k, _ in pairs[:tried])
+    out = (worst_r, worst_b, tuple(strag[worst_i]), kinds)
+    _STABILITY_CACHE[key] = out
+    return out
 
 
 class CceCr(Scheme):
@@ -144,9 +161,9 @@ class CceCr(Scheme):
     constraints = "s + m <= n; worst-case decode error <= 1e-6 (checked)"
     reference = "Ye & Abbe, Communication-Computation Efficient Gradient Coding, ICML 2018, §3"
 
-    def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, theta=None):
+    def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, payload_dtype: str = "float64", theta=None):
         self._theta_given = None if theta is None else np.array(theta, dtype=np.float64).ravel()
-        super().__init__(n, s, m, seed)
+        super().__init__(n, s, m, seed, payload_dtype)
 
     def _validate(self) -> None:
         n, s, m = self.n, self.s, self.m
@@ -159,13 +176,15 @@ class CceCr(Scheme):
             if th.shape != (n,) or not np.all(np.isfinite(th)) or len(np.unique(th)) != n:
                 raise SchemeError.param(self.name, "theta", f"{n} distinct finite reals", th.tolist())
             self.theta = th
-        worst = worst_decode_residual(self.theta, n, s, m, self.residual_tolerance)
-        if not worst <= self.residual_tolerance:
+        tol = min(self.residual_tolerance, self.error_tolerance)
+        resid, bound, strag, kinds = worst_decode(self.theta, n, s, m, self.payload_dtype, tol)
+        if not (resid <= self.residual_tolerance and bound <= self.error_tolerance):
             raise SchemeError.param(
                 self.name, "(n, s, m)",
-                f"a combination whose worst-case decode error is <= {self.residual_tolerance:g} "
-                f"(a checked straggler set gives {worst:.1e}; use smaller n, s or m, or cce-fr)", (n, s, m))
-        self.worst_residual = worst
+                f"a combination whose worst-case decode error in {self.payload_dtype} is <= {self.error_tolerance:g} "
+                f"(stragglers {list(strag)} give residual {resid:.1e}, error bound {bound:.1e}; use smaller n, s or m, "
+                f"or cce-fr)", (n, s, m))
+        self.worst_residual, self.worst_error_bound, self.checked_kinds = resid, bound, kinds
 
     @property
     def load(self) -> int:
@@ -179,8 +198,8 @@ class CceCr(Scheme):
 
     def _decode(self, arrived):
         used = tuple(sorted(arrived))
-        W, cond = decoding_weights(self.theta[list(used)], self.n, self.s, self.m)
-        dec = Decoding(used=used, weights=W, exact=True, cond=cond)
-        if not self.residual(dec) <= self.residual_tolerance:
-            return None
-        return dec
+        try:
+            W, cond = decoding_weights(self.theta[list(used)], self.n, self.s, self.m)
+        except np.linalg.LinAlgError:  # numerically singular: Scheme.decode refuses non-finite weights
+            W, cond = np.full((len(used), self.m), np.nan), math.inf
+        return Decoding(used=used, weights=W, exact=True, cond=cond)

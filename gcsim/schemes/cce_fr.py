@@ -9,15 +9,75 @@ sends ``sum_u Lambda[r, u] G_q^(u)`` (communication load 1/m), with ``Lambda`` (
 matrix on d Chebyshev points, so every m × m minor is nonsingular (a (d, m) MDS code). The master
 decodes from any m arrivals per group (an m × m solve; the m lowest-indexed arrived workers are used),
 so it tolerates any s stragglers and often more. With m = 1 it is ``gc-fr`` (Tandon et al. 2017, §3.1).
+
+Stability guard: the m × m minors of a Vandermonde ``Lambda`` grow ill-conditioned fast with m
+(Gautschi, Numer. Math. 1975): in float64 the decode error passes 1e-6 near m = 24–27 (s = 3..0) and
+is garbage at m = 40–48 (cond 5e17); with float32 payloads the usable range ends near m = 12–16. At
+construction every row subset a group can decode from is checked – all of them while C(d, s) <= 2000,
+else the contiguous and near-contiguous ones (:mod:`gcsim.schemes.patterns`: the worst minors take
+clustered Chebyshev nodes) and 200 random ones – and parameters whose worst minor's error bound
+(:meth:`Scheme.decode_error`, in the payload precision) exceeds the tolerance are refused with a
+SchemeError naming ``m`` and the largest m that passes for this s. Every decode is checked as well.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+import math
+
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import Decoding, Scheme, one_message_per_worker
+from gcsim.schemes.base import ERROR_TOLERANCE, UNIT_ROUNDOFF, Decoding, Scheme, one_message_per_worker
 from gcsim.schemes.chebyshev import chebyshev_nodes, vandermonde
+from gcsim.schemes.patterns import count_kinds, straggler_sets
+
+#: row subsets of Lambda checked exhaustively up to this many; beyond it structured + MINOR_SAMPLES random
+MINOR_EXHAUSTIVE_MAX = 2000
+MINOR_SAMPLES = 200
+_MINOR_CACHE: dict[tuple, tuple] = {}
+
+
+def worst_minor(n: int, s: int, m: int, payload_dtype: str) -> tuple[float, float, tuple[int, ...], dict]:
+    """Worst decode of ``cce-fr`` over the m × m minors of ``Lambda`` (every group decodes from one).
+
+    Args:
+        n: workers; s, m: as the scheme (group size d = s + m); payload_dtype: ``"float64"``/``"float32"``.
+    Returns:
+        ``(residual, error_bound, rows, kinds)``: the worst coefficient residual ``max |W L - I|`` and
+        the worst error bound (the formula of :meth:`Scheme.decode_error` for the decode in which every
+        group uses the same rows: ``residual + (u + u_64) sqrt(n/d) max_u sum_r |W[u, r]| ||L_r||``),
+        the rows (positions in the group) of the worst minor, and how many row sets of each kind
+        (:data:`gcsim.schemes.patterns.PATTERN_KINDS`) were checked. Cached per argument tuple.
+    """
+    key = (n, s, m, payload_dtype)
+    if key in _MINOR_CACHE:
+        return _MINOR_CACHE[key]
+    d = s + m
+    Lam = vandermonde(chebyshev_nodes(d), m)  # (d, m)
+    pairs = list(straggler_sets(d, s, MINOR_SAMPLES, np.random.default_rng(0), MINOR_EXHAUSTIVE_MAX))
+    kinds = count_kinds(k for k, _ in pairs)
+    rows = np.array([[r for r in range(d) if r not in set(st)] for _, st in pairs], dtype=int).reshape(len(pairs), m)
+    L = Lam[rows]  # (P, m, m)
+    with np.errstate(all="ignore"):
+        try:
+            W = np.linalg.inv(L)  # (P, m, m): out_u = sum_r W[u, r] payload_r
+        except np.linalg.LinAlgError:
+            W = np.full_like(L, np.nan)
+        resid = np.max(np.abs(W @ L - np.eye(m)), axis=(1, 2))
+        amp = np.max(np.abs(W) @ np.linalg.norm(L, axis=2)[:, :, None], axis=(1, 2)) * math.sqrt(n / d)
+    resid = np.where(np.isfinite(resid), resid, np.inf)
+    bound = resid + (UNIT_ROUNDOFF[payload_dtype] + UNIT_ROUNDOFF["float64"]) * np.where(np.isfinite(amp), amp, np.inf)
+    i = int(np.argmax(bound))
+    out = (float(np.max(resid)), float(bound[i]), tuple(int(r) for r in rows[i]), kinds)
+    _MINOR_CACHE[key] = out
+    return out
+
+
+def _rows_text(rows: tuple[int, ...], d: int) -> str:
+    """Short text for a row set of a group of d: the list, or 'all d' / a first..last range."""
+    if len(rows) == d:
+        return f"0..{d - 1} (all)"
+    return str(list(rows)) if len(rows) <= 8 else f"[{rows[0]}, {rows[1]}, ..., {rows[-1]}] ({len(rows)} rows)"
 
 
 class CceFr(Scheme):
@@ -26,13 +86,37 @@ class CceFr(Scheme):
     name = "cce-fr"
     exact = True
     uses_m = True
-    constraints = "(s+m) divides n; m >= 1"
+    constraints = "(s+m) divides n; worst m x m minor of Lambda decodes within tolerance (checked)"
     reference = "Ye & Abbe, Communication-Computation Efficient Gradient Coding, ICML 2018, §3 (block form)"
 
     def _validate(self) -> None:
         d = self.s + self.m
         if self.n % d != 0:
             raise SchemeError.param(self.name, "s+m", f"a divisor of n={self.n} (s={self.s}, m={self.m})", d)
+        resid, bound, rows, _ = worst_minor(self.n, self.s, self.m, self.payload_dtype)
+        if not (resid <= self.residual_tolerance and bound <= self.error_tolerance):
+            ok = self.largest_stable_m(self.n, self.s, self.m - 1, self.payload_dtype)
+            raise SchemeError.param(
+                self.name, "m", f"m <= {ok} for s={self.s} with {self.payload_dtype} payloads (the m x m minor of "
+                f"Lambda on group rows {_rows_text(rows, self.group_size)} decodes with error bound {bound:.1e} > "
+                f"{self.error_tolerance:g})",
+                self.m)
+        self.worst_residual, self.worst_error_bound = resid, bound
+
+    @staticmethod
+    def largest_stable_m(n: int, s: int, upto: int, payload_dtype: str = "float64") -> int:
+        """Largest ``m' <= upto`` whose worst minor (:func:`worst_minor`, same n and s) is within
+        tolerance (binary search; m' = 1 always is: Lambda is a column of ones)."""
+        lo, hi = 1, max(1, upto)
+        tol = ERROR_TOLERANCE[payload_dtype]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            r, b, _, _ = worst_minor(n, s, mid, payload_dtype)
+            if r <= Scheme.residual_tolerance and b <= tol:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     @property
     def group_size(self) -> int:
@@ -69,6 +153,9 @@ class CceFr(Scheme):
             rows = per_group[q][:m]
             L = self.Lambda[[r % d for r in rows]]  # (m, m): payload_r = sum_u L[r, u] G^(u)
             cond = max(cond, float(np.linalg.cond(L)))
-            blocks.append(np.linalg.inv(L).T)  # weights[r, u] = (L^-1)[u, r]
+            try:
+                blocks.append(np.linalg.inv(L).T)  # weights[r, u] = (L^-1)[u, r]
+            except np.linalg.LinAlgError:  # numerically singular: Scheme.decode refuses non-finite weights
+                blocks.append(np.full((m, m), np.nan))
             used.extend(rows)
         return Decoding(used=tuple(used), weights=np.vstack(blocks), exact=True, cond=cond)

@@ -45,7 +45,8 @@ class CyclicMatrixScheme(Scheme):
     residual check. Subclasses implement :meth:`_coefficient_matrix`.
 
     Decoding (:meth:`decode`): ``used`` = the arrived workers, sorted; ``weights[:, 0] = a``;
-    ``cond`` = cond(B_S); ``None`` when ``||a^T B_S - 1||_inf > residual_tolerance`` (never a wrong sum).
+    ``cond`` = cond(B_S); :meth:`Scheme.decode` refuses it when ``||a^T B_S - 1||_inf >
+    residual_tolerance`` or its error bound in the payload precision is too large (never a wrong sum).
     """
 
     def _coefficient_matrix(self) -> np.ndarray:
@@ -60,7 +61,5 @@ class CyclicMatrixScheme(Scheme):
 
     def _decode(self, arrived):
         used = tuple(sorted(arrived))
-        a, cond, resid = least_squares_decoding(self.B[list(used)], self.n - self.s)
-        if not resid <= self.residual_tolerance:
-            return None
+        a, cond, _ = least_squares_decoding(self.B[list(used)], self.n - self.s)
         return Decoding(used=used, weights=a[:, None], exact=True, cond=cond)

@@ -7,8 +7,11 @@ i.i.d. standard normal entries in its first n-1 columns and last column minus th
 ``H 1 = 0``; row i of B has coefficient 1 on partition i and the other s coefficients solve the
 s × s system ``H b_i = 0``. Any n-s rows of B then span ``null(H)``, which contains the all-ones
 vector, so any n-s arrivals decode (with probability 1 over H).
-Decode: least squares ``B_S^T a = 1`` in float64 with a residual check (``None`` if the residual
-exceeds ``residual_tolerance`` = 1e-6); ``Decoding.cond`` reports cond(B_S), heavy-tailed for random H.
+Decode: least squares ``B_S^T a = 1`` in float64, checked like every exact decode (residual <= 1e-6
+and error bound in the payload precision, :meth:`Scheme.decode`; a refused set makes the master wait
+for one more arrival); ``Decoding.cond`` reports cond(B_S), heavy-tailed for random H. The random
+construction has no structured worst case to check at construction: its rare ill-conditioned sets
+(e.g. n = 256, s = 2, stragglers [28, 113], cond 4.7e11) are refused at decode time and counted.
 Constraints: ``0 <= s < n``; ``m = 1``. :meth:`GcCr.from_matrix` builds the scheme from an explicit B
 (e.g. the paper's n=3, s=1 example, Fig. 1).
 """
@@ -58,17 +61,17 @@ class GcCr(CyclicMatrixScheme):
     constraints = "0 <= s < n; m = 1"
     reference = "Tandon et al., Gradient Coding, ICML 2017, §3.2, Alg. 2 (randomized cyclic repetition)"
 
-    def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, matrix=None):
+    def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, payload_dtype: str = "float64", matrix=None):
         self._explicit = None if matrix is None else np.array(matrix, dtype=np.float64)
-        super().__init__(n, s, m, seed)
+        super().__init__(n, s, m, seed, payload_dtype)
 
     @classmethod
-    def from_matrix(cls, matrix, s: int) -> "GcCr":
+    def from_matrix(cls, matrix, s: int, payload_dtype: str = "float64") -> "GcCr":
         """Build from an explicit ``(n, n)`` encoding matrix B tolerating ``s`` stragglers."""
         B = np.array(matrix, dtype=np.float64)
         if B.ndim != 2 or B.shape[0] != B.shape[1]:
             raise SchemeError.param(cls.name, "matrix", "a square (n, n) array", B.shape)
-        return cls(n=B.shape[0], s=s, matrix=B)
+        return cls(n=B.shape[0], s=s, payload_dtype=payload_dtype, matrix=B)
 
     def _validate(self) -> None:
         B = self._explicit

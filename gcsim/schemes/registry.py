@@ -28,10 +28,12 @@ def scheme_class(name: str) -> type[Scheme]:
     return _REGISTRY[name]
 
 
-def make_scheme(name: str, n: int, s: int = 0, m: int = 1, seed: int = 0) -> Scheme:
+def make_scheme(name: str, n: int, s: int = 0, m: int = 1, seed: int = 0, payload_dtype: str = "float64") -> Scheme:
     """Build scheme ``name`` for ``n`` workers tolerating ``s`` stragglers with communication
-    reduction ``m`` (seed for randomized constructions). Raises SchemeError on bad name/parameters."""
-    return scheme_class(name)(n=n, s=s, m=m, seed=seed)
+    reduction ``m`` (seed for randomized constructions), exact in ``payload_dtype`` (``"float64"``:
+    the simulator; ``"float32"``: the real executor's messages). Raises SchemeError on bad
+    name/parameters, including parameters whose known worst case does not decode within tolerance."""
+    return scheme_class(name)(n=n, s=s, m=m, seed=seed, payload_dtype=payload_dtype)
 
 
 _loaded = False

@@ -20,8 +20,8 @@ class Uncoded(Scheme):
     constraints = "s = 0; m = 1; any n >= 1"
     reference = "Tandon et al., Gradient Coding, ICML 2017, §1 (baseline)"
 
-    def __init__(self, n: int, s: int = 0, m: int = 1, seed: int = 0):
-        super().__init__(n, s, m, seed)
+    def __init__(self, n: int, s: int = 0, m: int = 1, seed: int = 0, payload_dtype: str = "float64"):
+        super().__init__(n, s, m, seed, payload_dtype)
 
     def _validate(self) -> None:
         if self.s != 0:

@@ -1,14 +1,19 @@
 """Verify that a scheme decodes every straggler pattern it promises to tolerate (pure function).
 
 Used by ``gcsim schemes check`` and by the tests. For every straggler set T with ``|T| <= s``
-(exhaustively for each size t with ``C(n, t) <= max_patterns``; otherwise ``samples`` sets of that
-size drawn with ``numpy.random.default_rng(seed)``), the non-stragglers arrive in a random order
-(same generator) and the scheme is decoded on that arrival list. Random float64 partition gradients
-are encoded with :meth:`Scheme.encode` and combined with :meth:`Scheme.combine`:
+(exhaustively for each size t with ``C(n, t) <= max_patterns``; otherwise first the structured worst
+cases – the contiguous and near-contiguous blocks at every cyclic shift, :mod:`gcsim.schemes.patterns`
+– then ``samples`` sets of that size drawn with ``numpy.random.default_rng(seed)``), the
+non-stragglers arrive in a random order (same generator) and the scheme is decoded on that arrival
+list. Random float64 partition gradients are encoded with :meth:`Scheme.encode`, rounded to the
+scheme's ``payload_dtype`` (as the real executor's workers send them) and combined with
+:meth:`Scheme.combine`:
 
-* exact schemes must decode, use only arrived messages, have coefficient residual
-  ``max |a^T B_S - 1|`` (:meth:`Scheme.residual`) and relative error of the decoded sum against the
-  true ``sum_j g_j`` both ``<= tolerance`` (default: the scheme's ``residual_tolerance``);
+* exact schemes must decode (a refusal, :class:`~gcsim.schemes.base.Refusal`, fails the pattern with
+  its reason), use only arrived messages, have coefficient residual ``max |a^T B_S - 1|``
+  (:meth:`Scheme.residual`) ``<= residual_tolerance`` and relative error of the decoded sum against
+  the true float64 ``sum_j g_j`` ``<=`` the payload precision's ``error_tolerance`` (both replaced by
+  ``tolerance`` when one is given);
 * approximate schemes must follow their stated rule: use exactly the first ``n - s`` arrivals with
   weight ``n / ((n - s) h)`` each (h = partitions a worker holds: 1 for ignore-stragglers, s+1 for the
   pipelined schemes), so the decoded vector equals that scale times the sum of the used workers'
@@ -27,6 +32,7 @@ import numpy as np
 
 from gcsim.errors import SchemeError
 from gcsim.schemes.base import Scheme
+from gcsim.schemes.patterns import PATTERN_KINDS, straggler_sets
 
 
 @dataclass
@@ -34,12 +40,15 @@ class VerifyResult:
     """Outcome of :func:`verify_scheme`.
 
     Attributes:
-        scheme, n, s, m: what was checked.
+        scheme, n, s, m: what was checked; payload_dtype: the precision payloads were rounded to.
         exact: whether the scheme claims an exact sum.
         patterns_tried: straggler sets decoded.
+        kinds: straggler sets decoded per kind (:data:`gcsim.schemes.patterns.PATTERN_KINDS`:
+            exhaustive, contiguous, near-contiguous, random).
         exhaustive_sizes / sampled_sizes: straggler-set sizes enumerated fully / sampled.
         samples, seed: sample size per sampled size and the generator seed.
-        tolerance: the pass threshold used.
+        tolerance: the pass threshold of the relative error (the residual's is ``residual_tolerance``).
+        residual_tolerance: the pass threshold of the coefficient residual.
         worst_residual: largest coefficient residual (exact schemes; NaN for approximate ones).
         worst_error: largest relative error of the decoded vector against its target.
         worst_cond: largest condition number reported by a decoding.
@@ -55,7 +64,10 @@ class VerifyResult:
     tolerance: float
     samples: int
     seed: int
+    payload_dtype: str = "float64"
+    residual_tolerance: float = 1e-6
     patterns_tried: int = 0
+    kinds: dict = field(default_factory=lambda: dict.fromkeys(PATTERN_KINDS, 0))
     exhaustive_sizes: list[int] = field(default_factory=list)
     sampled_sizes: list[int] = field(default_factory=list)
     worst_residual: float = float("nan")
@@ -72,16 +84,14 @@ class VerifyResult:
 
 def straggler_patterns(n: int, s: int, max_patterns: int, samples: int, rng: np.random.Generator,
                        result: VerifyResult):
-    """Yield straggler sets (sorted tuples) of sizes 0..s: each size exhaustive while
-    ``C(n, t) <= max_patterns``, else ``samples`` random sets; records which sizes were which."""
+    """Yield straggler sets (sorted tuples) of sizes 0..s (:func:`gcsim.schemes.patterns.straggler_sets`:
+    each size exhaustive while ``C(n, t) <= max_patterns``, else its structured worst cases then
+    ``samples`` random sets); records which sizes were which and counts the sets per kind."""
     for t in range(s + 1):
-        if math.comb(n, t) <= max_patterns:
-            result.exhaustive_sizes.append(t)
-            yield from itertools.combinations(range(n), t)
-        else:
-            result.sampled_sizes.append(t)
-            for _ in range(samples):
-                yield tuple(sorted(int(x) for x in rng.choice(n, size=t, replace=False)))
+        (result.exhaustive_sizes if math.comb(n, t) <= max_patterns else result.sampled_sizes).append(t)
+        for kind, st in straggler_sets(n, t, samples, rng, max_patterns):
+            result.kinds[kind] += 1
+            yield st
 
 
 def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
@@ -110,7 +120,8 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
         max_patterns: enumerate a size t exhaustively while ``C(n, t) <= max_patterns``.
         samples: random straggler sets per size beyond that.
         seed: seed of the sampling, arrival orders and gradients.
-        tolerance: pass threshold for residual and relative error (default ``scheme.residual_tolerance``).
+        tolerance: pass threshold for residual and relative error (default: ``scheme.residual_tolerance``
+            for the residual, ``scheme.error_tolerance`` – the payload precision's – for the error).
         gradient_length: length l of the random partition gradients (odd, to exercise chunk padding).
     Returns:
         :class:`VerifyResult`; stops at the first failing pattern.
@@ -121,16 +132,18 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
         raise SchemeError(f"max-patterns: expected an integer >= 1, got {max_patterns!r}")
     if samples < 1:
         raise SchemeError(f"samples: expected an integer >= 1, got {samples!r}")
-    tol = scheme.residual_tolerance if tolerance is None else float(tolerance)
+    tol = scheme.error_tolerance if tolerance is None else float(tolerance)
+    rtol = scheme.residual_tolerance if tolerance is None else float(tolerance)
     rng = np.random.default_rng(seed)
     n, s, k, L = scheme.n, scheme.s, scheme.k, gradient_length
+    pdt = np.dtype(scheme.payload_dtype)
     res = VerifyResult(scheme=scheme.name, n=n, s=s, m=scheme.m, exact=scheme.exact, tolerance=tol,
-                       samples=samples, seed=seed)
+                       samples=samples, seed=seed, payload_dtype=scheme.payload_dtype, residual_tolerance=rtol)
     period = 2 * scheme.assignment_period if not scheme.exact else 1
     if scheme.exact:
         g = rng.standard_normal((k, L))
         true_sum = g.sum(axis=0)
-        payloads = [{i: scheme.encode(i, dict(enumerate(g)), 0) for i in range(len(scheme.messages(0)))}]
+        payloads = [{i: scheme.encode(i, dict(enumerate(g)), 0).astype(pdt) for i in range(len(scheme.messages(0)))}]
         res.worst_residual = 0.0
     else:
         G = rng.standard_normal((period, k, L))  # gradient of partition j computed at iteration t
@@ -139,7 +152,7 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
         for t in range(period):
             latest = [{j: G[tt, j] for j, tt in hist[t][w].items()} for w in range(n)]
             try:
-                payloads.append({mid: scheme.encode(mid, latest[msg.worker], t)
+                payloads.append({mid: scheme.encode(mid, latest[msg.worker], t).astype(pdt)
                                  for mid, msg in enumerate(scheme.messages(t))})
             except SchemeError as e:
                 res.failed_pattern, res.failure = (), f"iteration {t}: a message needs a gradient never computed ({e})"
@@ -157,7 +170,8 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
             return res
 
         if dec is None:
-            return fail("not decodable")
+            ref = scheme.last_refusal
+            return fail("not decodable" if ref is None else f"{ref.reason} (decode refused)")
         if not set(dec.used) <= set(arrived):
             return fail(f"decoding uses messages that did not arrive: {sorted(set(dec.used) - set(arrived))}")
         res.worst_cond = max(res.worst_cond, float(dec.cond))
@@ -167,8 +181,8 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
             err = _relative_error(out, true_sum)
             res.worst_residual = max(res.worst_residual, r)
             res.worst_error = max(res.worst_error, err)
-            if not r <= tol:
-                return fail(f"coefficient residual {r:.3e} > {tol:g}")
+            if not r <= rtol:
+                return fail(f"coefficient residual {r:.3e} > {rtol:g}")
             if not err <= tol:
                 return fail(f"relative error of the decoded sum {err:.3e} > {tol:g}")
             continue
