@@ -1,0 +1,42 @@
+"""``gcsim calibrate RUN_DIR --out my_cluster.yaml``: a scenario calibrated from one measured run."""
+
+from __future__ import annotations
+
+import click
+
+from gcsim.cli.options import IntOption, command_line
+
+
+@click.command("calibrate")
+@click.argument("run_dir", metavar="RUN_DIR")
+@click.option("--out", "out_path", required=True, metavar="FILE.yaml",
+              help="Scenario file to write (refused if it exists, unless --force); empirical "
+                   "distributions go to FILE.<name>.csv beside it.")
+@click.option("--warmup", type=IntOption(0), default=10, show_default=True,
+              help="Iterations dropped at the start of the run before calibrating.")
+@click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
+def command(run_dir, out_path, warmup, force):
+    """Write a scenario calibrated from one run (real or simulated, any scheme).
+
+    \b
+    Copied from the run: n_workers, stragglers, policy, message sizes. Calibrated from what it
+    measured: per-partition CPU work and per-call overhead (the workers' CPU clocks), the cores
+    the workers shared and the share other processes on the machine took from them
+    (workload.background), the model-broadcast lag, the gradient transfer, the master's decode +
+    update time. The file lists every scheme valid for the run's n; edit schemes, stragglers or
+    iterations and run `gcsim simulate FILE.yaml`. Comments in the file say what was measured.
+
+    \b
+    gcsim real --scheme uncoded --iterations 200 --out runs/real/my-uncoded
+    gcsim calibrate runs/real/my-uncoded --out my_cluster.yaml
+    gcsim simulate my_cluster.yaml
+    """
+    from gcsim.compare.rundir import read_run_dir
+    from gcsim.compare.scenario_file import write_calibrated_scenario
+
+    run = read_run_dir(run_dir)
+    cmd = command_line(click.get_current_context(), "calibrate", [str(run_dir)])
+    path, side = write_calibrated_scenario(run, out_path, command=cmd, warmup=warmup, force=force)
+    click.echo(f"wrote {path}" + (f" (+ {', '.join(p.name for p in side)})" if side else ""))
+    click.echo(f"next: gcsim simulate {path}")
+    return 0

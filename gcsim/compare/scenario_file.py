@@ -1,0 +1,170 @@
+"""``gcsim calibrate``: write a scenario file calibrated from one measured run.
+
+The file is an ordinary scenario (:mod:`gcsim.scenario`) that ``gcsim simulate`` runs as is. What
+the run *specified* (n, the straggler model, the policy, message sizes) is copied; what the run
+*measured* is calibrated by :func:`gcsim.compare.calibrate.calibrate` – per-partition CPU work and
+per-call overhead from the workers' own CPU clocks (trace version ≥ 2), the cores other processes
+took from the workers (``workload.background``, trace version 3), the model-broadcast lag, the
+gradient transfer and the master's decode + update time. Empirical distributions are written as
+CSV files beside the YAML (``<stem>.<name>.csv``, one ``seconds`` column), referenced by relative
+path, so the YAML stays readable and editable.
+
+The user then edits what the question is about – ``schemes`` (every registered scheme valid for n
+is listed), ``stragglers``, ``iterations`` – and runs ``gcsim simulate``. Changing ``n_workers``
+keeps the per-partition compute of *this* run's partition size (global batch / n): the comments
+say so.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from gcsim.compare.calibrate import Calibration, calibrate, scenario_data
+from gcsim.compare.rundir import RunDir
+from gcsim.errors import ConfigError
+
+#: empirical distributions of the calibrated scenario written to side files: (path in the scenario, file tag)
+_EMPIRICAL_FIELDS = (
+    (("workload", "compute"), "compute_s"),
+    (("workload", "call_overhead"), "call_overhead_s"),
+    (("network", "dispatch"), "dispatch_s"),
+    (("master", "decode_s"), "master_decode_s"),
+)
+
+
+def default_schemes(n: int, s: int = 1) -> list[dict]:
+    """Every registered scheme that builds with ``n`` workers and ``s`` stragglers (``m = 2`` for the
+    CCE schemes, else 1): the list a calibrated scenario starts with."""
+    from gcsim.schemes import make_scheme, scheme_names
+
+    out = []
+    for name in scheme_names():
+        ss = 0 if name == "uncoded" else s
+        m = 2 if name.startswith("cce") else 1
+        try:
+            make_scheme(name, n, ss, m, 0)
+        except Exception:  # a scheme whose constraints this n does not meet is left out
+            continue
+        out.append({"name": name, "s": ss, "m": m})
+    return out
+
+
+def _uses_measured_cpu(run: RunDir) -> bool:
+    wk = run.workers
+    return "compute_cpu_s" in wk and bool(np.isfinite(wk["compute_cpu_s"].to_numpy(float)).any())
+
+
+def calibrated_scenario(run: RunDir, *, warmup: int = 10, name: str | None = None,
+                        schemes: list[dict] | None = None) -> tuple[dict, Calibration]:
+    """Scenario data calibrated from ``run`` (every scheme of the run pooled) and the calibration.
+
+    Args:
+        run: a complete run directory (real or simulated).
+        warmup: iterations dropped at the start of each scheme (clipped to leave 2).
+        name: scenario name (default: ``calibrated-<run label>``).
+        schemes: scheme entries (default :func:`default_schemes` for the run's n).
+    Returns:
+        ``(data, calibration)``; ``data`` validates with :func:`gcsim.scenario.validate_scenario`.
+    Raises:
+        RunDirError: the run lacks what calibration needs (names the file).
+    """
+    n_it = min(int(run.iterations_of(s)["iteration"].nunique()) for s in run.schemes)
+    w = max(0, min(int(warmup), n_it - 2))
+    cal = calibrate(run, warmup=w, use_measured_cpu=_uses_measured_cpu(run))
+    data = scenario_data(run, run.schemes[0], cal)
+    data["name"] = name or ("calibrated-" + data["name"])[:100]
+    data["schemes"] = schemes if schemes is not None else default_schemes(run.n_workers)
+    data.pop("seed", None)
+    data["seed"] = 1
+    return data, cal
+
+
+def _header(run: RunDir, cal: Calibration, command: str) -> str:
+    d = cal.describe()
+    lines = [
+        f"Scenario calibrated by `{command}`",
+        f"from run {run.path} ({run.executor} executor, schemes {', '.join(run.schemes)}, n = {run.n_workers})",
+        f"on {datetime.now(timezone.utc).isoformat(timespec='seconds')}.",
+        "",
+        "Copied from the run (what it specified): n_workers, stragglers, policy, cancel_latency_s,",
+        "cancel_granularity, workload.gradient_bytes / model_bytes.",
+        "Calibrated from what the run measured (gcsim/compare/calibrate.py):",
+        f"  workload.compute: per-partition CPU work, mean {d['compute_per_partition_mean_s'] * 1e3:.2f} ms"
+        f" on an idle core ({d['compute_rows']} worker rows"
+        + (", from the workers' CPU clocks)" if _uses_measured_cpu(run) else ", de-contended wall time)"),
+        f"  workload.call_overhead: per-call CPU besides the partitions, mean {d['call_overhead_mean_s'] * 1e3:.2f} ms",
+        f"  workload.cores: {d['cores']} (the cores the workers shared)" if d["cores"] is not None
+        else "  workload.cores: unset (every worker had a core of its own)",
+    ]
+    if d["background_wait_cores"] is not None:
+        fin = d["background_finish_cores"] if d["background_finish_cores"] is not None else d["background_wait_cores"]
+        lines.append(f"  workload.background: other processes took {d['background_wait_cores']:.3f} cores while the "
+                     f"master waited, {fin:.3f} while it decoded and stepped")
+        lines.append("    (measured on this run's machine: edit it for a busier or quieter machine)")
+    lines += [
+        f"  network.dispatch: model broadcast lag per worker, mean {d['dispatch_mean_s'] * 1e3:.2f} ms",
+        f"  network.latency_s / bandwidth_bytes_per_s: gradient transfer, mean {d['transfer_mean_s'] * 1e3:.2f} ms",
+        f"  master.decode_s: decode + optimizer step, mean {d['master_overhead_mean_s'] * 1e3:.2f} ms",
+        "Notes: " + ("; ".join(d["notes"]) if d["notes"] else "none"),
+        "",
+        "Edit schemes, stragglers or iterations and run: gcsim simulate <this file>.",
+        f"Changing n_workers keeps the per-partition compute of this run (global batch split into "
+        f"{run.n_workers} partitions);",
+        "scale workload.compute by old_n / new_n for the same global batch.",
+    ]
+    return "".join(f"# {ln}\n" if ln else "#\n" for ln in lines)
+
+
+def write_calibrated_scenario(run: RunDir, out: str | Path, *, command: str, warmup: int = 10,
+                              force: bool = False) -> tuple[Path, list[Path]]:
+    """Write the calibrated scenario YAML ``out`` and its empirical CSV files beside it.
+
+    Every file is written to a temporary name and renamed, and the scenario is validated before
+    anything is written; the YAML is renamed last, so a failure leaves no half-written scenario.
+
+    Returns:
+        ``(yaml_path, csv_paths)``.
+    Raises:
+        ConfigError: field ``--out`` when it exists (without ``force``), is a directory, or its folder
+            is missing or not writable.
+        RunDirError: the run lacks what calibration needs.
+    """
+    from gcsim.scenario import validate_scenario
+    from gcsim.trace import atomic_write_text
+
+    out = Path(out)
+    if out.suffix not in (".yaml", ".yml"):
+        raise ConfigError("--out", "a file name ending in .yaml or .yml", str(out))
+    if out.is_dir():
+        raise ConfigError("--out", "a file path (not a directory)", str(out))
+    if out.exists() and not force:
+        raise ConfigError("--out", "a path that does not exist yet (or --force to replace it)", str(out))
+    if not out.parent.is_dir():
+        raise ConfigError("--out", "a path in an existing directory", str(out))
+    data, cal = calibrated_scenario(run, warmup=warmup)
+    side: dict[Path, str] = {}
+    for path, tag in _EMPIRICAL_FIELDS:
+        node = data
+        for key in path[:-1]:
+            node = node.get(key) or {}
+        spec = node.get(path[-1]) if isinstance(node, dict) else None
+        if isinstance(spec, dict) and spec.get("dist") == "empirical" and "values" in spec:
+            csv = out.with_name(f"{out.stem}.{tag}.csv")
+            side[csv] = "seconds\n" + "".join(f"{float(v):.9g}\n" for v in spec["values"])
+            node[path[-1]] = {"dist": "empirical", "file": csv.name, "column": "seconds"}
+    text = _header(run, cal, command) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    for csv, body in side.items():
+        atomic_write_text(csv, body)
+    validate_scenario(yaml.safe_load(text), base_dir=out.parent)  # what simulate will read
+    try:
+        atomic_write_text(out, text)
+    except OSError as e:
+        raise ConfigError("--out", "a writable path", f"{out} ({e.strerror})") from None
+    return out, list(side)
+
+
+__all__ = ["calibrated_scenario", "default_schemes", "write_calibrated_scenario"]
