@@ -25,7 +25,10 @@ _SUBCOMMANDS = {
     "real": "gcsim.cli.real_cmd",
     "data": "gcsim.cli.data_cmd",
     "compare": "gcsim.cli.compare_cmd",
+    "calibrate": "gcsim.cli.calibrate_cmd",
     "study": "gcsim.cli.study_cmd",
+    "fit": "gcsim.cli.fit_cmd",
+    "advise": "gcsim.cli.advise_cmd",
 }
 
 
@@ -52,6 +55,7 @@ def cli():
     gcsim simulate scenarios/heavy_tail.yaml   predict iteration time per scheme
     gcsim real --scheme cce-fr             measure it with Ray + PyTorch on CIFAR-10
     gcsim compare                          check predictions against measured runs
+    gcsim calibrate RUN --out my.yaml      a scenario calibrated from one measured run
     """
 
 

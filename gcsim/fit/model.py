@@ -1,0 +1,185 @@
+"""Decompose a measured time grid into what the schemes can act on, and write it as a scenario.
+
+Model (times in seconds; ``T[t, w]`` worker ``w``'s time at iteration ``t`` with load ``d`` partitions)::
+
+    T[t, w] = d · c · scale[w] · (slowdown if slow[t, w] else 1) + D[t, w]
+
+* ``c · scale[w]`` – per-worker base speed (persistent heterogeneity): ``base[w]`` is the worker's
+  smallest time over its normal-regime iterations, ``c = min_w base[w] / d`` the fastest worker's
+  per-partition compute, ``scale[w] = base[w] / min base`` (scenario ``workload.compute`` and
+  ``stragglers.worker_scale``). This part is **load-proportional**: a scheme giving a worker ``d``
+  partitions multiplies it by ``d``.
+* ``D`` – the **load-independent** delay, the excess ``T − base[w]`` over the normal-regime iterations,
+  pooled over workers and fitted by :mod:`gcsim.fit.families` (scenario ``stragglers.delay``). When
+  more than ``2/T`` of the excesses are exactly 0 (held or rounded values) the delay is a mixture of
+  an atom at 0 with that weight and the fitted family.
+* the **regime** – :mod:`gcsim.fit.regime`; when present its ``p_enter``/``p_leave`` and
+  ``slowdown = median over slow iterations of (T − median D) / base[w]`` go to ``stragglers.persistent``.
+
+A trace measured at one load cannot tell a load-proportional tail from a load-independent one; this
+decomposition assumes the base is load-proportional and the excess is not (the case where gradient
+coding can pay off; Lee et al., IEEE Trans. Inf. Theory 2018, and the field notes). The scenario's
+comments say so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import yaml
+
+from gcsim.fit.families import FAMILIES, FamilyFit, fit_all
+from gcsim.fit.regime import RegimeFit, fit_regime
+from gcsim.fit.traceio import Trace
+
+
+@dataclass
+class FitResult:
+    """Everything :func:`fit_trace` found.
+
+    Attributes:
+        trace: the trace read.
+        load: partitions per worker-iteration in the trace (1 for CSV).
+        base: float64 ``(W,)`` per-worker base seconds.
+        compute_s: per-partition compute seconds of the fastest worker (``c``).
+        worker_scale: float64 ``(W,)`` ``base / min(base)``.
+        regime: the regime fit; ``slowdown`` its slowdown (None when not present).
+        delays: float64: pooled excesses over the base (normal-regime iterations), zeros included.
+        zero_fraction: fraction of ``delays`` equal to 0; ``atom`` whether the spec has an atom at 0.
+        fits: family fits to the positive delays, best AIC first.
+        delay_spec: the scenario's ``stragglers.delay`` mapping.
+        scenario_text: the commented scenario YAML.
+    """
+
+    trace: Trace
+    load: int
+    base: np.ndarray
+    compute_s: float
+    worker_scale: np.ndarray
+    regime: RegimeFit
+    slowdown: float | None
+    delays: np.ndarray
+    zero_fraction: float
+    atom: bool
+    fits: list[FamilyFit]
+    delay_spec: dict
+    scenario_text: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> FamilyFit:
+        return self.fits[0]
+
+
+def _r(v: float) -> float:
+    return float(f"{float(v):.6g}")
+
+
+def fit_trace(trace: Trace, *, families=FAMILIES, slow_threshold: float = 1.5, name: str | None = None) -> FitResult:
+    """Fit the decomposition of the module docstring to ``trace`` and build the scenario text.
+
+    Raises:
+        RunDirError: a trace whose loads vary between worker-iterations, or with fewer than 10 positive
+            excesses to fit (e.g. constant times).
+    """
+    from gcsim.errors import RunDirError
+
+    x = trace.times
+    T = x.shape[0]
+    if trace.loads is not None and len(np.unique(trace.loads)) > 1:
+        raise RunDirError(f"{trace.path}: column 'n_partitions': expected one load for every worker-iteration "
+                          f"(read one scheme), got {sorted(np.unique(trace.loads).tolist())}")
+    load = int(trace.loads.flat[0]) if trace.loads is not None else 1
+    regime = fit_regime(x, slow_threshold)
+    normal = ~regime.slow if regime.present else np.ones_like(regime.slow)
+    base = np.array([x[normal[:, w], w].min() if normal[:, w].any() else x[:, w].min() for w in range(x.shape[1])])
+    excess = (x - base[None, :])[normal]
+    scale_tol = 1e-9 * max(float(base.max()), 1e-12)
+    zeros = excess <= scale_tol
+    zero_fraction = float(zeros.mean())
+    positive = excess[~zeros]
+    if len(positive) < 10:
+        raise RunDirError(f"{trace.path}: durations: expected times that vary (at least 10 above their worker's "
+                          f"minimum), got {len(positive)}")
+    fits = fit_all(positive, families)
+    atom = zero_fraction > 2.0 / T
+    spec = fits[0].spec
+    if atom:
+        spec = {"dist": "mixture", "components": [
+            {"weight": _r(zero_fraction), "spec": {"dist": "constant", "value": 0.0}},
+            {"weight": _r(1.0 - _r(zero_fraction)), "spec": spec}]}
+    slowdown = None
+    if regime.present:
+        med_d = float(np.median(excess))
+        rows, cols = np.nonzero(regime.slow)
+        slowdown = max(1.0, float(np.median((x[rows, cols] - med_d) / base[cols])))
+    c = float(base.min()) / load
+    res = FitResult(trace=trace, load=load, base=base, compute_s=c, worker_scale=base / base.min(), regime=regime,
+                    slowdown=slowdown, delays=excess, zero_fraction=zero_fraction, atom=atom, fits=fits,
+                    delay_spec=spec, notes=list(trace.notes))
+    res.scenario_text = scenario_yaml(res, name)
+    return res
+
+
+def _flow(data) -> str:
+    return yaml.safe_dump(data, default_flow_style=True, width=10_000, sort_keys=False).strip()
+
+
+def scenario_name(path: str) -> str:
+    """A scenario name from a trace path: ``fit-<stem>`` with characters outside ``[A-Za-z0-9_.-]`` as '_'."""
+    from pathlib import Path
+    stem = Path(path.rstrip("/")).name.rsplit(".csv", 1)[0] or "trace"
+    return "fit-" + re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+
+
+def scenario_yaml(res: FitResult, name: str | None = None) -> str:
+    """The fitted scenario as YAML text, each fitted field commented with what it was fitted from.
+
+    The text loads with :func:`gcsim.scenario.load_scenario` (checked by :func:`fit_trace`'s callers and
+    the tests). Communication is not in a trace: ``gradient_bytes: 0`` (set it to your model's size).
+    """
+    tr, b = res.trace, res.best
+    W, T = tr.n_workers, tr.n_iterations
+    unit = (f"seconds ({tr.unit_s:g} s per trace unit)" if tr.loads is None
+            else "seconds")
+    others = ", ".join(f"{f.family} {f.aic - b.aic:+.1f}" for f in res.fits[1:])
+    lines = [
+        f"# Fitted by `gcsim fit` from {tr.path} ({tr.source}): {T} iterations x {W} workers, times in {unit}.",
+        "# Model: time = load x compute x worker_scale x (persistent slowdown if slow) + delay.",
+        "# Assumed (one load in the trace cannot tell): the per-worker base scales with the load, the excess "
+        "over it does not.",
+    ]
+    lines += [f"# Note: {n}" for n in res.notes]
+    lines += [
+        f"name: {name or scenario_name(tr.path)}",
+        f"n_workers: {W}          # workers in the trace",
+        f"iterations: {T}        # complete iterations in the trace",
+        "seed: 0",
+        "schemes: [{name: uncoded}]   # `gcsim advise` searches every scheme; list yours to simulate them",
+        "workload:",
+        "  gradient_bytes: 0.0   # not in the trace: set your gradient's size (bytes) and network: to add "
+        "communication",
+        f"  # per-partition compute = the fastest worker's smallest normal-regime time / load {res.load}",
+        f"  compute: {_flow({'dist': 'constant', 'value': _r(res.compute_s)})}",
+        "stragglers:",
+        f"  # delay: excess of each time over its worker's smallest normal-regime time, pooled ({len(res.delays)} "
+        f"values); family {b.family} chosen by AIC (others: {others}); KS D = {b.ks_d:.3f}, p = {b.ks_p:.2g}",
+    ]
+    if res.atom:
+        lines.append(f"  # {res.zero_fraction:.1%} of the excesses are exactly 0 (held/rounded values): an atom at 0")
+    lines.append(f"  delay: {_flow(res.delay_spec)}")
+    rg = res.regime
+    if res.slowdown is not None:
+        lines.append(f"  # persistent: slow = time > {rg.threshold:g} x the worker's median; {rg.reason}; "
+                     f"slowdown = median (time - median delay) / base over slow iterations")
+        lines.append("  persistent: " + _flow({"p_enter": _r(rg.p_enter), "p_leave": _r(rg.p_leave),
+                                               "slowdown": _r(res.slowdown)}))
+    else:
+        lines.append(f"  # no persistent regime: {rg.reason}")
+        lines.append("  persistent: null")
+    lines.append("  # worker_scale: each worker's base / the fastest worker's base (persistent heterogeneity)")
+    lines.append("  worker_scale: " + _flow([_r(v) for v in res.worker_scale]))
+    lines.append("policy: cancel")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,173 @@
+"""gcsim fit: family MLE recovery, AIC choice, Markov regime recovery, trace reading errors, the CLI.
+
+Sample sizes and tolerances are stated per test; every draw is seeded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats as st
+import yaml
+
+from gcsim.errors import RunDirError
+from gcsim.fit.families import fit_all, fit_family
+from gcsim.fit.model import fit_trace
+from gcsim.fit.regime import fit_regime
+from gcsim.fit.traceio import read_trace
+from gcsim.scenario import validate_scenario
+
+N = 4000  # sample size of the recovery tests
+
+# family -> (sampler, true parameters, relative tolerance at N = 4000)
+CASES = {
+    "shifted_expon": (lambda r: 0.05 + st.expon(scale=0.2).rvs(N, random_state=r), {"shift": 0.05, "scale": 0.2}, 0.06),
+    "gamma": (lambda r: st.gamma(3.0, scale=0.1).rvs(N, random_state=r), {"a": 3.0, "scale": 0.1}, 0.08),
+    "lognorm": (lambda r: st.lognorm(0.6, scale=0.2).rvs(N, random_state=r), {"s": 0.6, "scale": 0.2}, 0.05),
+    "weibull": (lambda r: st.weibull_min(0.7, scale=0.2).rvs(N, random_state=r), {"c": 0.7, "scale": 0.2}, 0.06),
+    "pareto": (lambda r: st.lomax(2.5, scale=0.1).rvs(N, random_state=r), {"c": 2.5, "scale": 0.1}, 0.15),
+}
+
+
+def _mixture_sample(r):
+    comp = r.random(N) < 0.7
+    return np.where(comp, st.lognorm(0.2, scale=0.1).rvs(N, random_state=r),
+                    st.lognorm(0.3, scale=1.0).rvs(N, random_state=r))
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_mle_recovers_parameters(family):
+    sampler, truth, tol = CASES[family]
+    fit = fit_family(family, sampler(np.random.default_rng(7)))
+    for k, v in truth.items():
+        assert fit.params[k] == pytest.approx(v, rel=tol), (family, k, fit.params)
+
+
+def test_mixture_recovers_components():
+    fit = fit_family("mixture", _mixture_sample(np.random.default_rng(3)))
+    p = fit.params
+    assert p["w1"] == pytest.approx(0.7, abs=0.03)
+    assert np.exp(p["mu1"]) == pytest.approx(0.1, rel=0.05) and np.exp(p["mu2"]) == pytest.approx(1.0, rel=0.05)
+    assert p["s1"] == pytest.approx(0.2, rel=0.1) and p["s2"] == pytest.approx(0.3, rel=0.1)
+
+
+@pytest.mark.parametrize("family", sorted(CASES) + ["mixture"])
+def test_aic_picks_generating_family(family):
+    rng = np.random.default_rng(11)
+    x = _mixture_sample(rng) if family == "mixture" else CASES[family][0](rng)
+    fits = fit_all(x)
+    assert fits[0].family == family, [(f.family, round(f.aic, 1)) for f in fits]
+    assert fits[0].ks_d < 0.03  # the generating family fits well
+    assert fits[-1].ks_d > 0.03  # some other one visibly does not
+
+
+def _write_grid(path, times, header="worker,iteration,duration"):
+    T, W = times.shape
+    rows = [header] + [f"{w},{t},{float(times[t, w])!r}" for t in range(T) for w in range(W)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_trace_decomposition_recovers_base_and_shifted_exponential(tmp_path):
+    # T = base_w + Exp(mean 0.2): 10 workers x 1000 iterations
+    rng = np.random.default_rng(5)
+    base = np.linspace(1.0, 1.5, 10)
+    times = base[None, :] + rng.exponential(0.2, size=(1000, 10))
+    res = fit_trace(read_trace(_write_grid(tmp_path / "t.csv", times)))
+    # the per-worker minimum of 1000 Exp(0.2) draws overshoots the base by 0.2/1000 on average
+    np.testing.assert_allclose(res.base, base, atol=0.002)
+    assert res.worker_scale[-1] == pytest.approx(1.5, rel=0.003)
+    assert res.compute_s == pytest.approx(1.0, abs=0.002)
+    assert res.best.family in ("shifted_expon", "gamma", "weibull")  # Exp is a special case of all three
+    b = fit_family("shifted_expon", res.delays[res.delays > 0])
+    assert b.params["shift"] + b.params["scale"] == pytest.approx(0.2, rel=0.03)
+    assert not res.regime.present and res.slowdown is None
+    sc = validate_scenario(yaml.safe_load(res.scenario_text))
+    assert sc.n_workers == 10 and sc.iterations == 1000
+    assert sc.stragglers.worker_scale[-1] == pytest.approx(1.5, rel=0.003)
+
+
+def _markov_times(rng, T=3000, W=10, p_enter=0.05, p_leave=0.25, slowdown=3.0):
+    slow = np.zeros((T, W), bool)
+    slow[0] = rng.random(W) < p_enter / (p_enter + p_leave)
+    for t in range(1, T):
+        u = rng.random(W)
+        slow[t] = np.where(slow[t - 1], u >= p_leave, u < p_enter)
+    return np.where(slow, slowdown, 1.0) * 1.0 + rng.exponential(0.05, size=(T, W)), slow
+
+
+def test_markov_fit_recovers_enter_leave_and_slowdown(tmp_path):
+    # 3000 iterations x 10 workers; true p_enter 0.05, p_leave 0.25, slowdown 3
+    times, slow = _markov_times(np.random.default_rng(2))
+    rg = fit_regime(times)
+    assert (rg.slow == slow).mean() > 0.999
+    assert rg.present
+    assert rg.p_enter == pytest.approx(0.05, abs=0.005)
+    assert rg.p_leave == pytest.approx(0.25, abs=0.02)
+    res = fit_trace(read_trace(_write_grid(tmp_path / "m.csv", times)))
+    assert res.slowdown == pytest.approx(3.0, rel=0.03)
+    sc = validate_scenario(yaml.safe_load(res.scenario_text))
+    assert sc.stragglers.persistent.p_leave == pytest.approx(0.25, abs=0.02)
+
+
+def test_iid_tail_shows_no_regime():
+    rng = np.random.default_rng(4)
+    times = 1.0 + rng.exponential(0.3, size=(3000, 10))  # P(time > 1.5 x median) ~ 9 %, no persistence
+    rg = fit_regime(times)
+    assert rg.n_spells > 100 and not rg.present
+    assert rg.stay_slow == pytest.approx(rg.pi_slow, abs=0.03)
+
+
+# ------------------------------------------------------------------ trace errors
+def test_bad_cell_names_file_line_and_column(tmp_path):
+    p = tmp_path / "bad.csv"
+    p.write_text("worker,iteration,duration\n0,0,1.0\n1,0,1.0\n0,1,oops\n")
+    with pytest.raises(RunDirError, match=r"bad\.csv:4: column 'duration': expected a number >= 0.*got 'oops'"):
+        read_trace(p, min_iterations=1)
+
+
+def test_missing_worker_inside_the_trace(tmp_path):
+    times = np.ones((30, 3))
+    p = _write_grid(tmp_path / "gap.csv", times)
+    lines = p.read_text().splitlines()
+    del lines[1 + 10 * 3 + 1]  # worker 1 at iteration 10
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RunDirError, match=r"gap\.csv:32: column 'worker': .*no row for worker 1 at iteration 10"):
+        read_trace(p)
+
+
+def test_too_short_and_ragged_ends(tmp_path):
+    times = np.ones((5, 2))
+    with pytest.raises(RunDirError, match=r"short\.csv:\d+: column 'iteration': expected at least 20 iterations.*got 5"):
+        read_trace(_write_grid(tmp_path / "short.csv", times))
+    p = _write_grid(tmp_path / "rag.csv", np.ones((25, 2)) + np.arange(25)[:, None])
+    p.write_text(p.read_text() + "0,25,9.0\n0,26,9.0\n")  # only worker 0 continues (as PAI job 2 does)
+    tr = read_trace(p)
+    assert tr.times.shape == (25, 2) and "2 iteration(s)" in tr.notes[0]
+
+
+def test_pai_shape_and_unit(tmp_path):
+    p = tmp_path / "pai.csv"
+    rows = [",worker,gpu,time,batch_time_norm"] + [f"{i},{w + 1},20,{1 + 10 * t},{700 + w + t % 3}"
+                                                   for i, (t, w) in enumerate((t, w) for t in range(20) for w in range(3))]
+    p.write_text("\n".join(rows) + "\n")
+    tr = read_trace(p, unit_s=0.001)
+    assert tr.workers == [1, 2, 3] and tr.times.shape == (20, 3)
+    assert tr.times[0, 2] == pytest.approx(0.702)
+    assert tr.source == "CSV columns worker/time/batch_time_norm"
+
+
+def test_cli_fit_writes_scenario_and_report(tmp_path):
+    from gcsim.cli import main
+    from gcsim.scenario import load_scenario
+    rng = np.random.default_rng(9)
+    times = np.array([1.0, 1.2])[None, :] + rng.gamma(2.0, 0.05, size=(300, 2))
+    src = _write_grid(tmp_path / "g.csv", times)
+    out, rd = tmp_path / "g.yaml", tmp_path / "rep"
+    assert main(["fit", str(src), "--out", str(out), "--run-dir", str(rd)]) == 0
+    sc = load_scenario(out)
+    assert sc.n_workers == 2 and sc.stragglers.delay is not None
+    assert sorted(p.name for p in rd.iterdir()) == ["delays.png", "fit.csv", "meta.json", "qq.png", "report.md",
+                                                    "scenario.yaml", "timeline.png"]
+    assert main(["fit", str(tmp_path / "nope.csv")]) == 2
+    assert main(["fit", str(src), "--unit-s", "0"]) == 2
