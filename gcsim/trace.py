@@ -67,20 +67,24 @@ CPU_COLUMNS = ["cpu_s", "compute_cpu_s"]
 #: Iteration columns added in trace format version 3 (NaN-filled when reading versions 1 and 2).
 OTHER_CPU_COLUMNS = ["other_cpu_wait_s", "other_cpu_finish_s"]
 
-#: summary.csv – one row per scheme.
+#: summary.csv – one row per scheme. ``refusals``: iterations in which the scheme refused to decode an
+#: arrived set it could solve for but not exactly enough in the payload precision, so the master waited
+#: for more arrivals (:class:`gcsim.schemes.base.Refusal`); NaN when the writer did not count them
+#: (older traces).
 SUMMARY_COLUMNS = [
     "scheme", "n", "s", "m", "iterations", "mean_s", "p50_s", "p95_s", "p99_s", "std_s",
-    "speedup_vs_uncoded", "computation_load", "communication_load",
+    "speedup_vs_uncoded", "computation_load", "communication_load", "refusals",
 ]
 
 
-def summarize(iterations: pd.DataFrame, loads: dict[str, dict]) -> pd.DataFrame:
+def summarize(iterations: pd.DataFrame, loads: dict[str, dict], refusals: dict[str, int] | None = None) -> pd.DataFrame:
     """Summary rows from an iterations table.
 
     Args:
         iterations: rows with :data:`ITERATION_COLUMNS`.
         loads: scheme -> ``{"n", "s", "m", "computation_load", "communication_load"}``
             (e.g. ``Scheme.describe()``).
+        refusals: scheme -> iterations with a refused decode (column ``refusals``; NaN where absent).
     Returns:
         DataFrame with :data:`SUMMARY_COLUMNS`; ``speedup_vs_uncoded`` = mean(uncoded)/mean(scheme),
         NaN when no ``uncoded`` row is present.
@@ -95,6 +99,7 @@ def summarize(iterations: pd.DataFrame, loads: dict[str, dict]) -> pd.DataFrame:
             "p99_s": np.quantile(d, 0.99), "std_s": d.std(ddof=1) if len(d) > 1 else 0.0,
             "speedup_vs_uncoded": np.nan,
             "computation_load": info["computation_load"], "communication_load": info["communication_load"],
+            "refusals": (refusals or {}).get(scheme, np.nan),
         })
     out = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     if "uncoded" in set(out["scheme"]):
@@ -133,8 +138,8 @@ def read_meta(run_dir: Path) -> dict:
 def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
     """Read ``<run_dir>/<name>`` and check it has ``columns``. Raises RunDirError naming the file.
 
-    :data:`CPU_COLUMNS` and :data:`OTHER_CPU_COLUMNS` absent (older traces) are added as NaN rather
-    than refused."""
+    :data:`CPU_COLUMNS`, :data:`OTHER_CPU_COLUMNS` and summary's ``refusals`` absent (older traces)
+    are added as NaN rather than refused."""
     p = Path(run_dir) / name
     if not p.is_file():
         raise RunDirError(f"{p}: missing")
@@ -142,7 +147,7 @@ def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
         df = pd.read_csv(p)
     except Exception as e:  # pandas raises several types for malformed CSV
         raise RunDirError(f"{p}: unreadable CSV ({type(e).__name__}: {e})") from None
-    for c in CPU_COLUMNS + OTHER_CPU_COLUMNS:
+    for c in CPU_COLUMNS + OTHER_CPU_COLUMNS + ["refusals"]:
         if c in columns and c not in df.columns:
             df[c] = np.nan
     missing = [c for c in columns if c not in df.columns]

@@ -28,6 +28,18 @@ def format_table(summary) -> str:
     return df.to_string(index=False)
 
 
+def refusal_lines(refusals: dict) -> list[str]:
+    """One line per scheme whose decoder refused arrived sets at run time (issue 16): how many
+    iterations waited past a refusal, and the first refused pattern with its reason."""
+    out = []
+    for label, items in refusals.items():
+        if items:
+            it, ref = items[0]
+            out.append(f"{label}: {len({i for i, _ in items})} iterations waited past a refused decode "
+                       f"({len(items)} refusals; first: iteration {it}, arrived {list(ref.arrived)}: {ref.reason})")
+    return out
+
+
 class _Given(str):
     def __repr__(self) -> str:
         return str(self)
@@ -99,4 +111,6 @@ def command(scenario, out_dir, iterations, seed, schemes, progress):
     click.echo(f"{sc.name}: n={sc.n_workers}, {sc.iterations} iterations, seed {sc.seed}, policy {sc.policy} "
                f"(simulated in {result.wall_s:.1f} s)")
     click.echo(format_table(result.summary))
+    for line in refusal_lines(result.refusals):
+        click.echo(line)
     click.echo(f"wrote {path}")

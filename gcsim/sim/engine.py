@@ -92,6 +92,10 @@ class SimResult:
     summary: pd.DataFrame
     wall_s: float = 0.0
     loads: dict[str, dict] = field(default_factory=dict)
+    #: label -> the decodes refused at run time (:class:`gcsim.schemes.base.Refusal`, issue 16): one
+    #: ``(iteration, Refusal)`` per arrived set an exact scheme refused (the master then waited for one
+    #: more arrival); ``summary["refusals"]`` counts the iterations that had at least one.
+    refusals: dict[str, list] = field(default_factory=dict)
 
 
 def apply_overrides(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterations: int | None = None,
@@ -166,10 +170,11 @@ def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterat
     else:
         tick = None
 
-    it_frames, w_frames = [], []
+    it_frames, w_frames, refusals = [], [], {}
     try:
         for label, sch in built.items():
             it_df, w_df = _simulate_scheme(label, sch, sc, block, decode_s, tick)
+            refusals[label] = it_df.attrs.pop("refusals", [])
             it_frames.append(it_df)
             w_frames.append(w_df)
     finally:
@@ -179,9 +184,9 @@ def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterat
     _check_run_length(sc, block, decode_s, float(iterations_df["end_s"].max()))
     workers_df = pd.concat(w_frames, ignore_index=True)
     loads = {label: sch.describe() for label, sch in built.items()}
-    summary = summarize(iterations_df, loads)
+    summary = summarize(iterations_df, loads, {k: len({it for it, _ in v}) for k, v in refusals.items()})
     return SimResult(scenario=sc, schemes=built, iterations=iterations_df, workers=workers_df, summary=summary,
-                     wall_s=time.perf_counter() - t0, loads=loads)
+                     wall_s=time.perf_counter() - t0, loads=loads, refusals=refusals)
 
 
 def check_run_size(scenario: Scenario) -> None:
@@ -384,6 +389,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     arrival_events: list[list[simpy.Event]] = [None] * I  # type: ignore[list-item]
     iter_msgs: list = [None] * I
     procs: list[simpy.Process] = []
+    refused: list = []  # (iteration, Refusal) per arrived set the scheme refused (SimResult.refusals)
 
     def arrive(it: int, mid: int, _ev) -> None:
         w = iter_msgs[it][mid].worker
@@ -520,6 +526,8 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
             def evaluate(_events, _count, it=it, order=order, result=result):
                 dec = scheme.decode(order, it)
                 if dec is None:
+                    if scheme.last_refusal is not None:  # solvable but not exact enough: wait for more
+                        refused.append((it, scheme.last_refusal))
                     return False
                 result["dec"] = dec
                 return True
@@ -574,4 +582,5 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
         "status": _STATUS[status.ravel()], "cpu_s": (cpu_part_s + cpu_call_s).ravel(),
         "compute_cpu_s": cpu_part_s.ravel(),
     }, columns=WORKER_COLUMNS)
+    it_df.attrs["refusals"] = refused
     return it_df, w_df
