@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, model_validator
 
 from gcsim.errors import ConfigError, SchemeError
 from gcsim.latency import (TAG_PREFIX, BimodalSpec, ConstantSpec, DistSpec, EmpiricalSpec, MISSING, MixtureComponent,
@@ -141,15 +141,54 @@ class Persistent(_Model):
     slowdown: Annotated[float, Field(ge=1, allow_inf_nan=False)]
 
 
+class Replay(_Model):
+    """Replay a measured trace (:mod:`gcsim.replay`): worker ``w`` at iteration ``t`` takes the trace's
+    time for (w, t). ``file``: a ``worker, iteration, duration`` CSV or a gcsim run directory (relative
+    paths against the scenario's folder; read by :func:`gcsim.fit.traceio.read_trace` with ``unit_s``,
+    ``scheme`` and the ``*_col`` overrides); ``apply``: ``delay`` (added to the additive delay) or
+    ``slowdown`` (compute × time / the trace's smallest time); ``rule`` when the run has more
+    iterations or workers than the trace: ``error``, ``wrap`` or ``block-bootstrap`` (blocks of
+    ``block`` iterations)."""
+
+    file: str
+    unit_s: PosFinite = 1.0
+    scheme: Optional[str] = None
+    worker_col: Optional[str] = None
+    iteration_col: Optional[str] = None
+    duration_col: Optional[str] = None
+    apply: Literal["delay", "slowdown"] = "delay"
+    rule: Literal["error", "wrap", "block-bootstrap"] = "error"
+    block: Annotated[StrictInt, Field(ge=1)] = 20
+
+    @model_validator(mode="after")
+    def _readable(self, info: ValidationInfo):
+        from gcsim.errors import GcsimError
+        from gcsim.replay import trace_times
+        base = (info.context or {}).get("base_dir") if info is not None else None
+        path = Path(self.file).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = Path(base) / path
+        if not path.exists():
+            raise SpecFieldError("file", "an existing trace CSV or gcsim run directory", self.file)
+        self.file = str(path.resolve())
+        try:
+            trace_times(self)
+        except GcsimError as e:
+            raise SpecFieldError("file", "a readable trace", _GivenLabel(str(e))) from None
+        return self
+
+
 class Stragglers(_Model):
     """Straggler model. ``delay``: additive seconds per worker-iteration (load-independent);
     ``slowdown``: factor multiplying compute per worker-iteration; ``persistent``: Markov slow state;
-    ``worker_scale``: fixed per-worker compute factors (``n_workers`` floats > 0)."""
+    ``worker_scale``: fixed per-worker compute factors (``n_workers`` floats > 0); ``replay``: a
+    measured trace replayed per (worker, iteration) (:class:`Replay`, on top of the others)."""
 
     delay: Optional[DistSpec] = None
     slowdown: Optional[DistSpec] = None
     persistent: Optional[Persistent] = None
     worker_scale: Optional[list[PosFinite]] = None
+    replay: Optional[Replay] = None
 
 
 class Master(_Model):
@@ -193,6 +232,12 @@ class Scenario(_Model):
         if ws is not None and len(ws) != self.n_workers:
             raise SpecFieldError("stragglers.worker_scale", f"a list of n_workers={self.n_workers} factors",
                                  _GivenLabel(f"{len(ws)} factors"))
+        rp = self.stragglers.replay
+        if rp is not None:
+            from gcsim.replay import check_fits
+            why = check_fits(rp, self.n_workers, self.iterations)
+            if why is not None:
+                raise SpecFieldError("stragglers.replay.rule", why, rp.rule)
         seen: set[str] = set()
         for i, spec in enumerate(self.schemes):
             if spec.label is not None:

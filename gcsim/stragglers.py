@@ -107,6 +107,8 @@ class StragglerProcess:
             raise ValueError(f"worker_scale: expected {self.n} factors, got {self.worker_scale.shape}")
         self.compute = compute
         self.call_overhead = call_overhead
+        from gcsim.replay import TraceReplay  # trace-driven draws (stragglers.replay), keyed like the rest
+        self.replay = TraceReplay(spec.replay, self.n, self.seed) if spec.replay is not None else None
         self._nu_delay = self.delay.n_uniforms if self.delay else 0
         self._nu_slow = self.slowdown_dist.n_uniforms if self.slowdown_dist else 0
         self._nu_compute = compute.n_uniforms if compute is not None else 0
@@ -159,6 +161,8 @@ class StragglerProcess:
                  else np.zeros((I, self.n)))
         slow_factor = (self.slowdown_dist.from_uniform(u[:, :, 1 + self._nu_delay:self._head])
                        if self.slowdown_dist is not None else np.ones((I, self.n)))
+        if self.replay is not None:
+            delay, slow_factor = self.replay.apply(its, delay, slow_factor)
         if self.persistent is not None and I:
             start = len(self._slow_states)
             contiguous = its[0] == start and np.array_equal(its, np.arange(start, start + I))
