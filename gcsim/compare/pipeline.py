@@ -14,6 +14,7 @@ Two modes:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Sequence
 
@@ -21,13 +22,30 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from gcsim.compare.calibrate import Calibration, build_scenario, calibrate, require_same_n
+from gcsim.compare.calibrate import Calibration, background_cores, build_scenario, calibrate, require_same_n
 from gcsim.compare.rundir import RunDir
 from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
 from gcsim.compare.verdict import Bands, Verdict, judge
 from gcsim.errors import ConfigError
 
 MODES = ("scenario", "paired")
+#: where the other-process CPU (``workload.background``) of a prediction comes from
+LOAD_SOURCES = ("calibration", "target")
+
+
+def basis_of(mode: str, calibrated_from: str | None, run_label: str) -> str:
+    """How far a compared number is from a prediction, in words for tables and reports:
+
+    * ``model check``: paired mode replays the run's own straggler draws (not a prediction);
+    * ``in sample``: calibrated on the very run it is scored against (fresh straggler draws);
+    * ``out of sample``: calibrated on another run, fresh draws, scored on iterations the
+      calibration never saw – the only kind that tells what gcsim predicts for a scheme nobody ran.
+    """
+    if mode == "paired":
+        return "model check"
+    if calibrated_from is None or calibrated_from == run_label:
+        return "in sample"
+    return "out of sample"
 #: default warm-up: min(DEFAULT_WARMUP, iterations // 5) iterations per scheme.
 DEFAULT_WARMUP = 10
 
@@ -47,10 +65,15 @@ class CompareOptions:
         confidence: confidence level of every interval.
         cpu_source: ``"wall"`` (default) calibrates per-partition CPU work by de-contending measured
             compute wall time over the run's cores; ``"measured"`` uses the workers' own CPU clocks
-            (trace columns ``compute_cpu_s`` / ``cpu_s``, version 2) where present. On the 2-core
-            validation machine "wall" predicts each scheme from its own run better (it absorbs the
-            master's and other processes' CPU), "measured" predicts other schemes from one run
-            better (docs/validation/README.md, finding 5).
+            (trace columns ``compute_cpu_s`` / ``cpu_s``, version 2) where present, and the cores
+            other processes took from the workers (``other_cpu_wait_s`` / ``other_cpu_finish_s``,
+            version 3) as ``workload.background``. "wall" folds the machine's load at calibration
+            time into the work per partition; "measured" keeps the two apart, so it carries over to
+            other schemes (docs/validation/README.md).
+        load_from: with ``cpu_source="measured"``: ``"calibration"`` (default) – the other-process
+            CPU measured in the calibration run (a pure prediction); ``"target"`` – the one measured
+            during each target run (an exogenous input recorded beside the target's iteration times,
+            never fitted to them: "what would the model say, given the machine's load at that time").
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -63,6 +86,7 @@ class CompareOptions:
     seed: int = 0
     confidence: float = 0.95
     cpu_source: Literal["wall", "measured"] = "wall"
+    load_from: Literal["calibration", "target"] = "calibration"
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -77,6 +101,8 @@ class CompareOptions:
             raise ConfigError("--confidence", "a number in (0, 1)", self.confidence)
         if self.cpu_source not in ("wall", "measured"):
             raise ConfigError("--cpu-source", "one of wall, measured", self.cpu_source)
+        if self.load_from not in LOAD_SOURCES:
+            raise ConfigError("--load-from", f"one of {', '.join(LOAD_SOURCES)}", self.load_from)
 
 
 @dataclass
@@ -104,6 +130,7 @@ class SchemeComparison:
     comparison: SampleComparison
     verdict: Verdict
     mode: str
+    load_from: str = "calibration"
 
     def observed_sample(self) -> np.ndarray:
         """Observed iteration times after warm-up, seconds ``(N,)``."""
@@ -119,6 +146,8 @@ class SchemeComparison:
         out = {"label": self.label, "run": self.run.label, "run_dir": str(self.run.path), "scheme": self.scheme,
                "executor": self.run.executor, "n": self.run.n_workers, "s": int(info["s"]), "m": int(info["m"]),
                "mode": self.mode, "calibrated_from": "+".join(self.calibration.source),
+               "basis": basis_of(self.mode, "+".join(self.calibration.source), self.run.label),
+               "load_from": self.load_from if self.calibration.background_wait_cores is not None else "none",
                "replications": int(self.simulated_iterations["replication"].nunique()), "warmup": self.warmup}
         out.update(self.comparison.as_row())
         out.update(verdict=self.verdict.verdict, reason=self.verdict.reason)
@@ -259,6 +288,10 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
                 calibrations[f"{run.label}:{sch}"] = cal
             else:
                 cal = shared
+            if options.load_from == "target" and cal.cores is not None and options.cpu_source == "measured":
+                w_bg, f_bg = background_cores(drop_warmup(run.iterations_of(sch), w))
+                if w_bg is not None:
+                    cal = dataclasses.replace(cal, background_wait_cores=w_bg, background_finish_cores=f_bg)
             sim_its, sim_wks = simulate_like(run, sch, cal, options, simulate)
             if options.mode == "paired":
                 check_replay(run.workers_of(sch), sim_wks[sim_wks["scheme"] == sch], run.label)
@@ -281,7 +314,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
-                                          verdict=judge(cmp, options.bands), mode=options.mode))
+                                          verdict=judge(cmp, options.bands), mode=options.mode,
+                                          load_from=options.load_from))
             bar.update(1)
     finally:
         bar.close()
@@ -292,5 +326,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
 
 
-__all__ = ["CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["LOAD_SOURCES", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

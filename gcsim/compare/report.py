@@ -29,17 +29,18 @@ def verdict_table(table: pd.DataFrame) -> str:
     Args:
         table: :meth:`CompareResult.table` (``validation.csv`` rows).
     """
-    cols = [("scheme", "label"), ("verdict", "verdict"), ("obs mean ms", None), ("sim mean ms", None),
+    cols = [("scheme", "label"), ("verdict", "verdict"), ("basis", None), ("obs mean ms", None), ("sim mean ms", None),
             ("mean err [95% CI]", None), ("obs p95 ms", None), ("sim p95 ms", None), ("p95 err [95% CI]", None),
             ("W1/mean", None), ("KS", None)]
     rows = []
     for _, r in table.iterrows():
-        rows.append([str(r["label"]), str(r["verdict"]).upper(), _ms(r["obs_mean_s"]), _ms(r["sim_mean_s"]),
+        rows.append([str(r["label"]), str(r["verdict"]).upper(), str(r.get("basis", "")), _ms(r["obs_mean_s"]),
+                     _ms(r["sim_mean_s"]),
                      _ci(r, "mean"), _ms(r["obs_p95_s"]), _ms(r["sim_p95_s"]), _ci(r, "p95"),
                      f"{r['w1_rel']:.3f}", f"{r['ks']:.3f}"])
     heads = [c[0] for c in cols]
     widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(heads)]
-    line = lambda vals: "  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(vals, widths)))
+    line = lambda vals: "  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(vals, widths)))
     return "\n".join([line(heads), line(["-" * w for w in widths])] + [line(x) for x in rows])
 
 
@@ -69,7 +70,12 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')}"
         + (f" by `{command}`" if command else "") + ".",
         "",
-        f"- Mode: **{opt.mode}** ({'each replication draws its own straggler delays from the run’s spec' if opt.mode == 'scenario' else 'replications replay the run’s own straggler draws (same seed); paired bootstrap'}).",
+        f"- Mode: **{opt.mode}** ({'each replication draws its own straggler delays from the run’s spec' if opt.mode == 'scenario' else 'replications replay the run’s own straggler draws (same seed); paired bootstrap: a model check, not a prediction'}).",
+        "- Basis of each row: **out of sample** = calibrated on another run and scored on iterations the "
+        "calibration never saw (a prediction); **in sample** = calibrated on the run it is scored against; "
+        "**model check** = replays the run’s own straggler draws.",
+        f"- CPU: {opt.cpu_source}" + (f"; other processes’ CPU taken from the {opt.load_from} run(s)"
+                                        if opt.cpu_source == "measured" else "") + ".",
         f"- Replications per scheme: {opt.replications}; warm-up dropped: "
         + ", ".join(f"{it.label}: {it.warmup}" for it in result.items) + " iterations.",
         f"- Bands: {bands}. **pass**: the {opt.confidence:.0%} bootstrap CI of every banded relative error "
@@ -81,7 +87,8 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
     ]
     if len(table):
         md = pd.DataFrame({
-            "scheme": table["label"], "run": table["run"], "verdict": table["verdict"].str.upper(),
+            "scheme": table["label"], "run": table["run"], "basis": table["basis"],
+            "verdict": table["verdict"].str.upper(),
             "obs mean ms": table["obs_mean_s"].map(_ms), "sim mean ms": table["sim_mean_s"].map(_ms),
             "mean err [CI]": [_ci(r, "mean") for _, r in table.iterrows()],
             "obs p95 ms": table["obs_p95_s"].map(_ms), "sim p95 ms": table["sim_p95_s"].map(_ms),

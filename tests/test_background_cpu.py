@@ -1,0 +1,195 @@
+"""The CPU other processes take from the workers (issue 9): measured per iteration phase by the real
+executor (gcsim.real.hostcpu), modelled by the simulator (workload.background), calibrated from a
+trace, and written into a scenario by `gcsim calibrate`."""
+
+import math
+import os
+import time
+
+import numpy as np
+import pytest
+import simpy
+import yaml
+
+from gcsim.cli import main
+from gcsim.compare.calibrate import background_cores, calibrate
+from gcsim.compare.pipeline import CompareOptions, basis_of, compare_runs
+from gcsim.compare.rundir import read_run_dir
+from gcsim.errors import ConfigError
+from gcsim.real.hostcpu import HostCpuMeter, host_busy_cpu_s, process_cpu_s
+from gcsim.scenario import validate_scenario
+from gcsim.sim.cpu import ProcessorSharing
+from gcsim.sim.engine import NICE15_SHARE, simulate, worker_cores
+
+C = 0.03  # CPU-seconds per partition
+DECODE = 0.01
+
+
+def _scenario(wait=0.5, finish=1.0, cores=2.0, n=6, iterations=5, schemes=None, **extra):
+    wl = {"gradient_bytes": 0, "compute": {"dist": "constant", "value": C}}
+    if cores is not None:
+        wl["cores"] = cores
+    if wait is not None:
+        wl["background"] = {"wait": {"dist": "constant", "value": wait},
+                            "finish": None if finish is None else {"dist": "constant", "value": finish}}
+    return {"name": "bg", "n_workers": n, "iterations": iterations, "seed": 1,
+            "schemes": schemes or [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}],
+            "workload": wl, "master": {"decode_s": {"dist": "constant", "value": DECODE}}, **extra}
+
+
+# ------------------------------------------------------------------ simulator
+@pytest.mark.parametrize("wait", [0.0, 0.5, 1.2])
+def test_workers_share_what_other_processes_leave(wait):
+    res = simulate(validate_scenario(_scenario(wait=wait, finish=0.0)))
+    it = res.iterations.set_index("scheme")
+    cap = 2.0 - wait  # 6 workers >= cap: each runs at cap/6
+    # uncoded: one partition each, all six together; gc-fr: two partitions each
+    np.testing.assert_allclose(it.loc["uncoded", "decodable_s"] - it.loc["uncoded", "start_s"], 6 * C / cap, rtol=1e-12)
+    np.testing.assert_allclose(it.loc["gc-fr", "decodable_s"] - it.loc["gc-fr", "start_s"], 12 * C / cap, rtol=1e-12)
+    np.testing.assert_allclose(it.loc["uncoded", "duration_s"], 6 * C / cap + DECODE, rtol=1e-12)
+    # the trace records the drawn background x the phase's length
+    np.testing.assert_allclose(it.loc["uncoded", "other_cpu_wait_s"], wait * 6 * C / cap, rtol=1e-12)
+    np.testing.assert_allclose(it.loc["uncoded", "other_cpu_finish_s"], 0.0, atol=1e-15)
+
+
+def test_background_above_the_cores_leaves_the_nice15_share():
+    assert worker_cores(2.0, 5.0) == pytest.approx(2.0 * NICE15_SHARE)
+    assert worker_cores(2.0, 0.5) == 1.5
+    res = simulate(validate_scenario(_scenario(wait=3.0, finish=0.0, schemes=[{"name": "uncoded"}])))
+    d = res.iterations["decodable_s"] - res.iterations["start_s"]
+    np.testing.assert_allclose(d, 6 * C / (2.0 * NICE15_SHARE), rtol=1e-12)
+
+
+def test_background_needs_cores_and_nonnegative_draws():
+    with pytest.raises(ConfigError, match=r"^workload\.background: expected no background without workload\.cores"):
+        validate_scenario(_scenario(cores=None))
+    sc = _scenario()
+    sc["workload"]["background"]["wait"] = {"dist": "norm", "loc": -1, "scale": 0.1}
+    with pytest.raises(ConfigError, match=r"workload\.background\.wait"):
+        simulate(validate_scenario(sc))
+
+
+def test_without_background_nothing_changes():
+    with_zero = simulate(validate_scenario(_scenario(wait=0.0, finish=0.0))).iterations
+    without = simulate(validate_scenario(_scenario(wait=None))).iterations
+    np.testing.assert_array_equal(with_zero["duration_s"].to_numpy(), without["duration_s"].to_numpy())
+    assert without["other_cpu_wait_s"].isna().all()
+
+
+def test_processor_sharing_capacity_change_mid_job():
+    env = simpy.Environment()
+    cpu = ProcessorSharing(env, 1.0)
+    job = cpu.execute(1.0)
+    env.run(until=0.5)
+    cpu.set_cores(0.5)  # 0.5 CPU-s left at rate 0.5: 1 s more
+    env.run(job)
+    assert job.end_s == pytest.approx(1.5, rel=1e-12)
+    with pytest.raises(ValueError, match="cores"):
+        cpu.set_cores(0.0)
+
+
+# ------------------------------------------------------------------ real executor's meter
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="/proc is Linux-only")
+def test_meter_reads_this_process_and_the_host():
+    t0 = process_cpu_s(os.getpid())
+    b0 = host_busy_cpu_s()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    t1, b1 = process_cpu_s(os.getpid()), host_busy_cpu_s()
+    assert 0.25 <= t1 - t0 <= 1.0  # ticks of 10 ms
+    assert b1 - b0 >= t1 - t0 - 0.05  # the host was at least as busy as this process
+    assert math.isnan(process_cpu_s(2**22 + 12345))  # no such pid
+    # the meter leaves out the listed pids: listing this process removes its busy loop
+    meter = HostCpuMeter([os.getpid()])
+    r0 = meter.read()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    r1 = meter.read()
+    assert r1[1] - r0[1] >= 0.25
+    assert HostCpuMeter.other_cpu_s(r0, r1) == pytest.approx((r1[0] - r0[0]) - (r1[1] - r0[1]), abs=1e-9) or \
+        HostCpuMeter.other_cpu_s(r0, r1) == 0.0
+
+
+def test_other_cpu_arithmetic():
+    assert HostCpuMeter.other_cpu_s((10.0, 4.0), (11.5, 4.75)) == pytest.approx(0.75)
+    assert HostCpuMeter.other_cpu_s((10.0, 4.0), (10.0, 4.1)) == 0.0  # clipped: separate tick counters
+    assert math.isnan(HostCpuMeter.other_cpu_s((math.nan, 4.0), (11.0, 5.0)))
+
+
+# ------------------------------------------------------------------ calibration round trip
+def _sim_run(tmp_path, wait, finish, name="src", schemes=None):
+    from gcsim.sim.output import write_sim_run
+
+    sc = validate_scenario(_scenario(wait=wait, finish=finish, iterations=40, schemes=schemes,
+                                     stragglers={"delay": {"dist": "bimodal", "p": 0.1, "delay": 0.2}}))
+    return write_sim_run(simulate(sc), sc, tmp_path / name)
+
+
+def test_background_cores_is_a_ratio_of_sums():
+    import pandas as pd
+
+    its = pd.DataFrame({"start_s": [0.0, 1.0], "decodable_s": [0.5, 2.5], "end_s": [0.6, 2.7],
+                        "other_cpu_wait_s": [0.5, 0.5], "other_cpu_finish_s": [0.1, np.nan]})
+    w, f = background_cores(its)
+    assert w == pytest.approx(1.0 / 2.0)
+    assert f == pytest.approx(0.1 / 0.1)
+    assert background_cores(its.drop(columns=["other_cpu_wait_s", "other_cpu_finish_s"])) == (None, None)
+
+
+def test_calibration_recovers_the_simulated_background(tmp_path):
+    run = read_run_dir(_sim_run(tmp_path, 0.7, 1.3))
+    cal = calibrate(run, warmup=2, use_measured_cpu=True)
+    assert cal.background_wait_cores == pytest.approx(0.7, rel=1e-6)
+    assert cal.background_finish_cores == pytest.approx(1.3, rel=1e-6)
+    assert cal.background_spec()["wait"] == {"dist": "constant", "value": pytest.approx(0.7)}
+    # wall-time calibration folds the load into the work instead: no background
+    assert calibrate(run, warmup=2).background_wait_cores is None
+
+
+def test_out_of_sample_with_target_load_recovers_a_load_change(tmp_path):
+    # calibrate on uncoded run under 0.2 cores of other load; the gc-fr target ran under 1.2 cores
+    src = read_run_dir(_sim_run(tmp_path, 0.2, 0.2, "src", [{"name": "uncoded"}]))
+    tgt = read_run_dir(_sim_run(tmp_path, 1.2, 1.2, "tgt", [{"name": "gc-fr", "s": 1}]))
+    opts = dict(replications=2, warmup=2, cpu_source="measured", n_resamples=200)
+    pure = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=CompareOptions(**opts))
+    cond = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=CompareOptions(load_from="target", **opts))
+    e_pure = pure.items[0].comparison.rel_error["mean"].value
+    e_cond = cond.items[0].comparison.rel_error["mean"].value
+    assert e_pure < -0.15  # predicted with the calibration run's lighter load: far too fast
+    assert abs(e_cond) < abs(e_pure) / 3
+    assert pure.table()["basis"].tolist() == ["out of sample"]
+    assert cond.table()["load_from"].tolist() == ["target"]
+
+
+def test_basis_labels():
+    assert basis_of("paired", "a", "a") == "model check"
+    assert basis_of("scenario", "a", "a") == "in sample"
+    assert basis_of("scenario", None, "a") == "in sample"
+    assert basis_of("scenario", "uncoded-a", "gc-fr") == "out of sample"
+
+
+# ------------------------------------------------------------------ gcsim calibrate
+def test_calibrate_command_writes_a_scenario_simulate_runs(tmp_path, capsys):
+    run_dir = _sim_run(tmp_path, 0.6, 0.9)
+    out = tmp_path / "my_cluster.yaml"
+    assert main(["calibrate", str(run_dir), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# Scenario calibrated by `gcsim calibrate")
+    data = yaml.safe_load(text)
+    assert data["workload"]["background"]["wait"]["value"] == pytest.approx(0.6)
+    assert data["workload"]["compute"] == {"dist": "empirical", "file": "my_cluster.compute_s.csv", "column": "seconds"}
+    comp = np.loadtxt(tmp_path / "my_cluster.compute_s.csv", skiprows=1)
+    assert comp.mean() == pytest.approx(C, rel=1e-6)  # constant CPU work per partition, from the CPU clocks
+    names = [s["name"] for s in data["schemes"]]
+    assert "uncoded" in names and "gc-fr" in names
+    capsys.readouterr()
+    assert main(["simulate", str(out), "--iterations", "20", "--out", str(tmp_path / "sim"), "--schemes", "uncoded,gc-fr"]) == 0
+    # an existing --out is refused, nothing changes
+    before = out.read_bytes()
+    capsys.readouterr()
+    assert main(["calibrate", str(run_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gcsim: error: --out: expected a path that does not exist yet")
+    assert out.read_bytes() == before
