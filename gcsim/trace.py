@@ -84,11 +84,14 @@ def summarize(iterations: pd.DataFrame, loads: dict[str, dict], refusals: dict[s
         iterations: rows with :data:`ITERATION_COLUMNS`.
         loads: scheme -> ``{"n", "s", "m", "computation_load", "communication_load"}``
             (e.g. ``Scheme.describe()``).
-        refusals: scheme -> iterations with a refused decode (column ``refusals``; NaN where absent).
+        refusals: scheme -> iterations with a refused decode (column ``refusals``; default: the
+            table's ``attrs["refusals"]`` as the real executor's frame carries it; NaN where absent).
     Returns:
         DataFrame with :data:`SUMMARY_COLUMNS`; ``speedup_vs_uncoded`` = mean(uncoded)/mean(scheme),
         NaN when no ``uncoded`` row is present.
     """
+    if refusals is None:
+        refusals = iterations.attrs.get("refusals")
     rows = []
     for scheme, grp in iterations.groupby("scheme", sort=False):
         d = grp["duration_s"].to_numpy(dtype=float)

@@ -157,7 +157,7 @@ def resolve_config(scheme: str, scenario_path: str | Path | None = None, **overr
     }
     cfg = validate_real_config(values, option_names=True)
     try:
-        sch = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed)
+        sch = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed, payload_dtype=cfg.payload_dtype)
     except SchemeError as e:
         raise ConfigError("--scheme/--workers/--s/--m", "parameters the scheme accepts", f"{e}") from None
     if sch.messages_per_worker != 1:

@@ -163,6 +163,9 @@ class ParameterServer:
         self.iteration_rows: list[dict] = []
         self._open: dict | None = None
         self.cpu_meter = cpu_meter
+        #: (iteration, Refusal) per arrived set the scheme refused (issue 16): solvable, but not exact
+        #: within tolerance in the payload precision, so the master waited for another reply
+        self.refusals: list = []
 
     def clock(self) -> float:
         """Seconds since the time origin."""
@@ -309,6 +312,8 @@ class ParameterServer:
                     decoding = scheme.decode(arrived, it)
                     if decoding is not None:
                         decodable_s = self.clock()
+                    elif scheme.last_refusal is not None:
+                        self.refusals.append((it, scheme.last_refusal))
                         cpu_decodable = self._read_cpu()
 
         used_workers = tuple(sorted({int(w) for w in scheme.message_worker(it)[list(decoding.used)]}))
@@ -387,8 +392,21 @@ class ParameterServer:
 
     # ------------------------------------------------------------------ tables
     def iterations_frame(self) -> pd.DataFrame:
-        """Committed iterations, :data:`ITERATION_COLUMNS`."""
-        return pd.DataFrame(self.iteration_rows, columns=ITERATION_COLUMNS)
+        """Committed iterations, :data:`ITERATION_COLUMNS`; ``attrs["refusals"]`` = ``{label: committed
+        iterations with a refused decode}``, which :func:`gcsim.trace.summarize` writes to summary.csv."""
+        df = pd.DataFrame(self.iteration_rows, columns=ITERATION_COLUMNS)
+        df.attrs["refusals"] = {self.label: self.refusal_status()["refused_iterations"]}
+        return df
+
+    def refusal_status(self) -> dict:
+        """Refused decodes of committed iterations, for status.json: ``refused_iterations`` (count),
+        ``refusals`` (count of refused arrived sets) and ``first_refusal`` (iteration, arrived message
+        ids, reason) or None."""
+        done = {r["iteration"] for r in self.iteration_rows}
+        items = [(it, ref) for it, ref in self.refusals if it in done]
+        first = None if not items else {"iteration": int(items[0][0]), "arrived": list(items[0][1].arrived),
+                                        "reason": items[0][1].reason}
+        return {"refused_iterations": len({it for it, _ in items}), "refusals": len(items), "first_refusal": first}
 
     def workers_frame(self) -> pd.DataFrame:
         """Committed worker rows sorted by (iteration, worker), :data:`WORKER_COLUMNS`."""

@@ -1,7 +1,8 @@
 """``pgc-fr``: pipelined gradient coding over fractional-repetition groups (approximate).
 
-Pipelining from the PipelinedGradientCoding design (Ray + PyTorch, ResNet-18 / CIFAR-10) on the
-fractional-repetition layout of Tandon et al., "Gradient Coding", ICML 2017, §3.1: groups of s+1
+This variant is this project's extension, not a published scheme: the PipelinedGradientCoding
+design (Ray + PyTorch, ResNet-18 / CIFAR-10), which implements pipelining on cyclic supports only
+(``pgc-cr``), moved onto the fractional-repetition layout of Tandon et al., "Gradient Coding", ICML 2017, §3.1: groups of s+1
 consecutive workers hold the same s+1 partitions; worker r of a group (r = 0..s) computes at
 iteration t only the group's partition at position ``(r + t) mod (s+1)`` (so each group partition is
 computed fresh by exactly one group member per iteration) and sends the plain sum of its latest
@@ -22,7 +23,8 @@ class PgcFr(PipelinedScheme):
 
     name = "pgc-fr"
     constraints = "(s+1) divides n; m = 1"
-    reference = "PipelinedGradientCoding (Ray/PyTorch) on Tandon et al. 2017 §3.1 fractional repetition"
+    reference = ("this project's extension: PipelinedGradientCoding's pipelining (cyclic only) on Tandon et al. "
+                 "2017 §3.1 fractional repetition")
 
     def _validate(self) -> None:
         if self.n % (self.s + 1) != 0:

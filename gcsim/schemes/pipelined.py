@@ -10,17 +10,28 @@ by ``n / ((n - s)(s + 1))`` (each message stands for s+1 partition gradients; th
 
 Staleness: the gradient of position q in worker i's message at iteration t was computed at the last
 ``t' <= t`` with ``(offset_i + t') mod (s+1) = q``; its staleness is ``t - t'`` (0 for the fresh one).
-Warm-up (t < s): positions whose first turn is still ahead were never computed; they carry
-coefficient 0 in the message (the executor sends nothing – zeros – for them) and staleness -1, and
-the master still applies the same scale (the estimate is biased low during the first s iterations).
+Warm-up (t < s), option ``warmup``:
+
+* ``"reference"`` – the reference design: every worker computes each of its held partitions once
+  before step 0 (at "iteration -1", a one-off cost outside every iteration's time), so from step 0
+  every message carries all s+1 gradients; a position whose first round-robin turn is still ahead has
+  staleness ``t + 1``;
+* ``"zeros"`` (default; what ``gcsim real``'s workers do, they hold zeros until a partition is first
+  computed) – positions whose first turn is still ahead were never computed; they carry coefficient 0
+  (zeros are sent for them) and staleness -1, and the master still applies the same scale, so during
+  the first s iterations the estimate is ``(t+1)/(s+1)`` of the true sum (biased low).
+
 From iteration s on, assignment and messages repeat with period s+1, so decodings are cached by
-(first n-s arrivals as a set, warm-up iteration or steady phase t mod (s+1)).
+(first n-s arrivals as a set, warm-up iteration or steady phase t mod (s+1)). The staleness reported
+is the schedule's: a worker cancelled before it computed its partition keeps an older gradient in
+the real executor (not recorded there).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gcsim.errors import SchemeError
 from gcsim.schemes.base import Decoding, Message, Scheme
 
 
@@ -29,6 +40,15 @@ class PipelinedScheme(Scheme):
     :meth:`_offset`. ``Decoding.staleness`` is ``(n - s, k)`` ints, -1 where a partition is absent."""
 
     exact = False
+    #: the warm-up modes (module docstring)
+    WARMUP_MODES = ("zeros", "reference")
+
+    def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, payload_dtype: str = "float64",
+                 warmup: str = "zeros"):
+        if warmup not in self.WARMUP_MODES:
+            raise SchemeError.param(self.name, "warmup", " or ".join(self.WARMUP_MODES), warmup)
+        self.warmup = warmup
+        super().__init__(n, s, m, seed, payload_dtype)
 
     def _held_partitions(self, worker: int) -> list[int]:
         """The s+1 partitions ``worker`` holds, in round-robin order (position 0..s)."""
@@ -51,7 +71,6 @@ class PipelinedScheme(Scheme):
     def _phase(self, iteration: int) -> tuple[bool, int]:
         """(warm-up?, t mod (s+1)): everything about an iteration that decoding depends on."""
         if iteration < 0:
-            from gcsim.errors import SchemeError
             raise SchemeError.param(self.name, "iteration", "an integer >= 0", iteration)
         return (iteration < self.s, iteration % (self.s + 1))
 
@@ -61,7 +80,8 @@ class PipelinedScheme(Scheme):
 
     def staleness_matrix(self, iteration: int) -> np.ndarray:
         """int ``(n, k)``: iterations since worker i last computed partition j, as used in its
-        message of ``iteration``; -1 where i does not hold j or has never computed it."""
+        message of ``iteration``; -1 where i does not hold j or (warm-up ``"zeros"``) has never
+        computed it; ``iteration + 1`` for a partition only computed before step 0 (``"reference"``)."""
         h = self.s + 1
         out = np.full((self.n, self.k), -1, dtype=int)
         for i in range(self.n):
@@ -69,6 +89,8 @@ class PipelinedScheme(Scheme):
                 age = (self._offset(i) + iteration - q) % h
                 if iteration - age >= 0:
                     out[i, j] = age
+                elif self.warmup == "reference":
+                    out[i, j] = iteration + 1
         return out
 
     def _phase_data(self, iteration: int) -> tuple[list[Message], np.ndarray]:

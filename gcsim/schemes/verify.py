@@ -100,8 +100,10 @@ def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def _history(scheme: Scheme, iterations: int) -> list[list[dict[int, int]]]:
-    """Per iteration t and worker w: partition -> iteration it was last computed (<= t)."""
-    last: list[dict[int, int]] = [dict() for _ in range(scheme.n)]
+    """Per iteration t and worker w: partition -> iteration it was last computed (<= t; -1 for the
+    computation before step 0 of a pipelined scheme with ``warmup="reference"``)."""
+    pre = getattr(scheme, "warmup", None) == "reference"
+    last: list[dict[int, int]] = [dict.fromkeys(scheme.held_partitions(w) if pre else [], -1) for w in range(scheme.n)]
     out = []
     for t in range(iterations):
         for w, parts in enumerate(scheme.assignment(t)):
@@ -146,11 +148,11 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
         payloads = [{i: scheme.encode(i, dict(enumerate(g)), 0).astype(pdt) for i in range(len(scheme.messages(0)))}]
         res.worst_residual = 0.0
     else:
-        G = rng.standard_normal((period, k, L))  # gradient of partition j computed at iteration t
+        G = rng.standard_normal((period + 1, k, L))  # G[t + 1, j]: gradient of partition j computed at iteration t
         hist = _history(scheme, period)
         payloads = []
         for t in range(period):
-            latest = [{j: G[tt, j] for j, tt in hist[t][w].items()} for w in range(n)]
+            latest = [{j: G[tt + 1, j] for j, tt in hist[t][w].items()} for w in range(n)]
             try:
                 payloads.append({mid: scheme.encode(mid, latest[msg.worker], t).astype(pdt)
                                  for mid, msg in enumerate(scheme.messages(t))})
@@ -196,7 +198,7 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
             return fail(f"weights {np.unique(dec.weights).tolist()}, expected all {scale}")
         hist_t = hist[t]
         workers = [scheme.messages(t)[i].worker for i in first]
-        want = scale * sum(G[tt, j] for w in workers for j, tt in hist_t[w].items())
+        want = scale * sum(G[tt + 1, j] for w in workers for j, tt in hist_t[w].items())
         err = _relative_error(out, want)
         res.worst_error = max(res.worst_error, err)
         if not err <= tol:
