@@ -104,6 +104,27 @@ class Decoding:
 
 
 @dataclass(frozen=True)
+class Quorum:
+    """A decodability rule in counts (:meth:`Scheme.quorum`): the arrived set decodes once every group
+    holds ``need`` arrived messages.
+
+    Attributes:
+        group: int ``(n_messages,)``: group of each message id (``0 .. G-1``).
+        need: arrivals needed in every group (``n - s`` in one group for cyclic/MDS codes, 1 per
+            fractional-repetition group, ``m`` per CCE block group).
+        pick: which arrivals the decoding uses: ``"first"`` – the first ``need`` of each group in arrival
+            order; ``"lowest"`` – the ``need`` lowest ids of each group among those arrived by then.
+        guaranteed: True when :meth:`Scheme.decode` accepts every set meeting the quorum (and uses the
+            ``pick`` arrivals); False when the quorum is only necessary (an exact decode may refuse a set).
+    """
+
+    group: np.ndarray
+    need: int
+    pick: str = "first"
+    guaranteed: bool = False
+
+
+@dataclass(frozen=True)
 class Refusal:
     """An arrived set an exact scheme could solve for but refused: its decode would not be exact
     within tolerance in the payload precision (see :meth:`Scheme.decode`).
@@ -265,6 +286,16 @@ class Scheme:
     def min_arrivals(self) -> int:
         """Fewest messages that can ever decode (``n - s`` for schemes tolerating any s)."""
         return self.n - self.s
+
+    def quorum(self, iteration: int = 0) -> "Quorum":
+        """When an arrived set can decode, as arrival counts per group of messages (what the vectorised
+        engine, :mod:`gcsim.sim.vector`, computes with order statistics instead of calling :meth:`decode`
+        on every arrival). Default: one group of every message, ``min_arrivals`` of them needed, used in
+        arrival order; ``guaranteed`` only for approximate schemes (their decoders never refuse), so for an
+        exact scheme the engine still asks :meth:`decode` from that point on (a linear solve may refuse)."""
+        n_msgs = len(self.messages(iteration))
+        return Quorum(group=np.zeros(n_msgs, dtype=np.int64), need=self.min_arrivals, pick="first",
+                      guaranteed=not self.exact)
 
     def message_worker(self, iteration: int = 0) -> np.ndarray:
         """int array ``(n_messages,)``: sending worker of each message id."""

@@ -27,7 +27,7 @@ import numpy as np
 import math
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import ERROR_TOLERANCE, UNIT_ROUNDOFF, Decoding, Scheme, one_message_per_worker
+from gcsim.schemes.base import ERROR_TOLERANCE, UNIT_ROUNDOFF, Decoding, Quorum, Scheme, one_message_per_worker
 from gcsim.schemes.chebyshev import chebyshev_nodes, vandermonde
 from gcsim.schemes.patterns import count_kinds, straggler_sets
 
@@ -140,6 +140,11 @@ class CceFr(Scheme):
     def min_arrivals(self) -> int:
         """m · n / (s+m): m arrivals per group can decode (an m × m Vandermonde solve)."""
         return self.m * (self.n // self.group_size)
+
+    def quorum(self, iteration: int = 0) -> Quorum:
+        """m arrivals per group of s+m (the m lowest-indexed arrived: an m × m solve whose every minor the
+        construction checked); never refused."""
+        return Quorum(group=np.arange(self.n) // self.group_size, need=self.m, pick="lowest", guaranteed=True)
 
     def _decode(self, arrived):
         d, m = self.group_size, self.m

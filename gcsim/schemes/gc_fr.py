@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import Decoding, Scheme, one_message_per_worker
+from gcsim.schemes.base import Decoding, Quorum, Scheme, one_message_per_worker
 
 
 class GcFr(Scheme):
@@ -49,6 +49,10 @@ class GcFr(Scheme):
     def min_arrivals(self) -> int:
         """n / (s+1): one arrival per group can decode (Tandon et al. 2017, §3.1)."""
         return self.n // self.group_size
+
+    def quorum(self, iteration: int = 0) -> Quorum:
+        """One arrival per group of s+1 (the first in arrival order, coefficient 1); never refused."""
+        return Quorum(group=np.arange(self.n) // self.group_size, need=1, pick="first", guaranteed=True)
 
     def _decode(self, arrived):
         first: dict[int, int] = {}

@@ -1,0 +1,512 @@
+"""The vectorised engine: the cancel-policy model of :mod:`gcsim.sim.engine` computed with numpy order
+statistics over blocks of iterations, without a discrete-event loop.
+
+What it models, exactly as the SimPy engine does (same keyed draws, :mod:`gcsim.stragglers`; on
+common random numbers both give the same instants up to float rounding, ``tests/test_sim_vector.py``):
+``policy: cancel`` without ``workload.cores`` (no CPU sharing); per-worker heterogeneity
+(``worker_scale``, ``slowdown``), persistent (Markov) stragglers, additive delays; every message plan
+(partitions computed before each message, payload fraction); network latency/bandwidth and
+``network.dispatch``; the master's decode time; ``cancel_latency_s``; both cancel granularities.
+
+One iteration ``t`` (module docstring of :mod:`gcsim.sim.engine`, times in seconds): every worker
+starts at ``start_t + model`` (or ``start_t + dispatch[t, w]``), its message(s) arrive at
+``start + model + delay + Σ_{q < after} compute[t, w, q]·slowdown[t, w] + latency + bytes/bandwidth``,
+and the iteration is decodable at the first instant the arrived set meets the scheme's
+:class:`~gcsim.schemes.base.Quorum` – the ``need``-th order statistic of the arrival times of every
+group, the latest over groups (Tandon et al., ICML 2017, §5; Lee et al., IEEE Trans. Inf. Theory 2018,
+§III) – then ``end = decodable + decode``, ``start_{t+1} = end``. For a quorum that is not
+``guaranteed`` (exact schemes with a linear solve, which may refuse an ill-conditioned set) the engine
+asks :meth:`Scheme.decode` for the quorum's arrivals and, on a refusal, for one more arrival at a
+time, like the SimPy master (``decode_check="quorum"`` skips that: faster, but blind to refusals).
+
+It is exact only when iterations do not overlap: every worker must be free (its last message sent, or
+cancelled – at ``decodable + cancel_latency_s``, or at the end of the partition then in progress with
+``cancel_granularity: partition``) by the time the next iteration reaches it. That is checked on the
+draws; where it fails the run raises :class:`NeedsSimPy` (``gcsim simulate --engine auto`` then uses the
+SimPy engine, the reference for carry-over, CPU sharing and overlapping cancels).
+
+Memory: draws and per-worker arrays live for one block of iterations (:data:`BLOCK_WORKER_ITERATIONS`
+worker-iterations); only per-iteration rows are kept unless ``trace="full"`` asks for the worker rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from gcsim.errors import ConfigError, SchemeError
+from gcsim.keyed_rng import keyed_uniforms, stream_keys
+from gcsim.latency import build_distribution
+from gcsim.scenario import Scenario
+from gcsim.schemes import Scheme
+from gcsim.sim.engine import (DISPATCH_STREAM, MAX_RUN_S, SimResult, _check_finite_draws, _check_run_length, _first_bad,
+                              _Given, apply_overrides, check_run_size)
+from gcsim.stragglers import DrawBlock, StragglerProcess, master_uniforms
+from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize
+
+#: worker-iterations per block (draws and per-worker arrays of one block are held at once).
+BLOCK_WORKER_ITERATIONS = 1 << 18
+#: values of ``trace``: ``full`` keeps the worker rows (workers.csv), ``iterations`` and ``none`` do not.
+TRACE_LEVELS = ("none", "iterations", "full")
+_ARRIVED, _LATE, _CANCELLED = 0, 1, 2
+_STATUS = np.array(["arrived", "late", "cancelled"])
+
+
+class NeedsSimPy(ConfigError):
+    """The scenario (or its draws) needs what only the SimPy engine models. ``reason``: one phrase."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__("--engine", "simpy or auto for this scenario (the vector engine models the cancel "
+                         "policy without CPU sharing, iterations that do not overlap)", _Given(f"vector ({reason})"))
+
+
+def unsupported_reason(scenario: Scenario) -> str | None:
+    """Why the vector engine cannot model ``scenario`` (one phrase), or None when it can (the draws may
+    still make iterations overlap: :func:`simulate_vector` then raises :class:`NeedsSimPy`)."""
+    if scenario.policy != "cancel":
+        return f"policy {scenario.policy}"
+    if scenario.workload.cores is not None:
+        return f"workload.cores {scenario.workload.cores:g} (CPU sharing)"
+    return None
+
+
+@dataclass
+class VectorResult(SimResult):
+    """:class:`~gcsim.sim.engine.SimResult` of the vector engine. ``workers`` is empty (with the trace
+    columns) unless ``trace == "full"``. ``refusals``: label -> decode refusals met (exact check only)."""
+
+    engine: str = "vector"
+    trace: str = "full"
+    refusals: dict | None = None
+
+
+@dataclass
+class _Plan:
+    """Timing structure of one scheme in one iteration: ``d`` (n,) partitions per worker; ``bounds``
+    (n, S) partitions computed at the end of each segment (padded with the last); ``m_worker``,
+    ``m_seg`` (M,) sender and segment of each message; ``up`` (M,) transfer seconds; ``n_msgs`` (n,)."""
+
+    d: np.ndarray
+    bounds: np.ndarray
+    n_seg: np.ndarray
+    m_worker: np.ndarray
+    m_seg: np.ndarray
+    up: np.ndarray
+    n_msgs: np.ndarray
+    key: tuple
+
+
+def _plan(scheme: Scheme, it: int, sc: Scenario) -> _Plan:
+    assign, msgs = scheme.assignment(it), scheme.messages(it)
+    n = len(assign)
+    d = np.array([len(a) for a in assign], dtype=np.int64)
+    segs = []
+    for w in range(n):
+        segs.append(sorted({m.after for m in msgs if m.worker == w} | {int(d[w])}))
+    S = max(len(b) for b in segs)
+    bounds = np.array([b + [b[-1]] * (S - len(b)) for b in segs], dtype=np.int64)
+    net, grad = sc.network, sc.workload.gradient_bytes
+    m_worker = np.array([m.worker for m in msgs], dtype=np.int64)
+    m_seg = np.array([segs[m.worker].index(m.after) for m in msgs], dtype=np.int64)
+    up = np.array([net.latency_s + grad * m.payload_fraction / net.bandwidth_bytes_per_s for m in msgs])
+    key = (tuple(d.tolist()), tuple((m.worker, m.after, m.payload_fraction) for m in msgs))
+    return _Plan(d, bounds, np.array([len(b) for b in segs]), m_worker, m_seg, up,
+                 np.bincount(m_worker, minlength=n), key)
+
+
+def _plans(scheme: Scheme, I: int, sc: Scenario) -> list[_Plan]:
+    """One plan per phase ``t mod assignment_period``; checked to repeat over the first periods (and the
+    warm-up of pipelined schemes). Raises NeedsSimPy for a scheme whose timing does not repeat."""
+    p = scheme.assignment_period
+    plans = [_plan(scheme, t, sc) for t in range(min(I, p))]
+    for t in range(p, min(I, 2 * p + scheme.s)):
+        if _plan(scheme, t, sc).key != plans[t % p].key:
+            raise NeedsSimPy(f"scheme {scheme.name}: message timing that does not repeat every "
+                             f"{p} iterations")
+    return plans
+
+
+def _decisive(arr: np.ndarray, q, ids: np.ndarray):
+    """For arrivals ``arr`` (B, M) and quorum ``q``: the index of the decisive message (B,) and the mask of
+    the messages the decoding uses (B, M) for a guaranteed quorum."""
+    B, M = arr.shape
+    order = np.argsort(q.group, kind="stable")
+    sizes = np.bincount(q.group)
+    if sizes.min() < q.need:
+        return None, None
+    G = len(sizes)
+    if np.all(sizes == sizes[0]):
+        S = int(sizes[0])
+        a = arr[:, order].reshape(B, G, S)
+        k = q.need - 1
+        part = np.argpartition(a, k, axis=2) if S > 1 else np.zeros((B, G, 1), dtype=np.int64)
+        kth_pos = part[:, :, k]  # (B, G) position within group
+        kth_t = np.take_along_axis(a, kth_pos[:, :, None], axis=2)[:, :, 0]
+        g_star = np.argmax(kth_t, axis=1)
+        local = kth_pos[np.arange(B), g_star]
+        decisive = order.reshape(G, S)[g_star, local]
+        T = kth_t[np.arange(B), g_star]
+        if q.pick == "first":
+            used_l = np.zeros((B, G, S), dtype=bool)
+            np.put_along_axis(used_l, part[:, :, :q.need], True, axis=2)
+        else:  # lowest ids among the arrived by T
+            arrived = a <= T[:, None, None]
+            used_l = arrived & (np.cumsum(arrived, axis=2) <= q.need)
+        used = np.zeros((B, M), dtype=bool)
+        used[:, order] = used_l.reshape(B, M)
+        return decisive, used
+    # groups of different sizes: one pass per group
+    kth_t = np.empty((B, G))
+    kth_i = np.empty((B, G), dtype=np.int64)
+    for g in range(G):
+        mem = np.flatnonzero(q.group == g)
+        sub = arr[:, mem]
+        pos = np.argpartition(sub, q.need - 1, axis=1)[:, q.need - 1] if len(mem) > 1 else np.zeros(B, dtype=np.int64)
+        kth_i[:, g] = mem[pos]
+        kth_t[:, g] = sub[np.arange(B), pos]
+    g_star = np.argmax(kth_t, axis=1)
+    decisive = kth_i[np.arange(B), g_star]
+    T = kth_t[np.arange(B), g_star]
+    used = np.zeros((B, M), dtype=bool)
+    for g in range(G):
+        mem = np.flatnonzero(q.group == g)
+        sub = arr[:, mem]
+        if q.pick == "first":
+            rank = np.argsort(np.argsort(sub, axis=1, kind="stable"), axis=1)
+            used[:, mem] = rank < q.need
+        else:
+            arrived = sub <= T[:, None]
+            used[:, mem] = arrived & (np.cumsum(arrived, axis=1) <= q.need)
+    return decisive, used
+
+
+def _dispatch_block(sc: Scenario, its: np.ndarray) -> np.ndarray | None:
+    """``network.dispatch`` draws ``(B, n)`` of the SimPy engine's stream, for the block's iterations."""
+    spec = sc.network.dispatch
+    if spec is None:
+        return None
+    dist = build_distribution(spec)
+    n = sc.n_workers
+    u = keyed_uniforms(stream_keys(sc.seed, DISPATCH_STREAM, its), n * dist.n_uniforms)
+    out = np.asarray(dist.from_uniform(u.reshape(len(its), n, dist.n_uniforms)), dtype=np.float64)
+    where = _first_bad(np.where(out >= 0, out, np.nan))
+    if where is not None:
+        raise ConfigError("network.dispatch", "a distribution whose draws are finite seconds >= 0",
+                          _Given(f"{out[where]} (iteration {int(its[where[0]])}, worker {where[1]})"))
+    return out
+
+
+class _SchemeRun:
+    """Per-scheme state carried from block to block: the master's clock and the rows kept."""
+
+    def __init__(self, label: str, scheme: Scheme, sc: Scenario, I: int, trace: str, decode_check: str):
+        self.label, self.scheme, self.sc, self.trace = label, scheme, sc, trace
+        self.plans = _plans(scheme, I, sc)
+        self.quorums = [scheme.quorum(t) for t in range(len(self.plans))]
+        self.check = decode_check == "exact"
+        self.clock = 0.0
+        self.refusals = 0
+        self.iter_cols: dict[str, list] = {c: [] for c in ("start_s", "decodable_s", "end_s", "n_arrived", "n_used")}
+        self.worker_frames: list[pd.DataFrame] = []
+
+    def run_block(self, its: np.ndarray, block: DrawBlock, decode_s: np.ndarray, extra: np.ndarray | None,
+                  next_ready: Callable) -> None:
+        """Simulate the block's iterations (consecutive, from ``its[0]``)."""
+        sc, scheme = self.sc, self.scheme
+        B, n = block.delay_s.shape
+        net = sc.network
+        model_s = 0.0 if extra is not None else net.latency_s + sc.workload.model_bytes / net.bandwidth_bytes_per_s
+        work = block.compute_s * block.slowdown[:, :, None]
+        cum = np.concatenate([np.zeros((B, n, 1)), np.cumsum(work, axis=2)], axis=2)
+        phases = its % len(self.plans)
+        starts = np.empty(B)
+        decodable = np.empty(B)
+        n_used = np.empty(B, dtype=np.int64)
+        groups = [np.flatnonzero(phases == ph) for ph in range(len(self.plans))]
+        per_phase = []
+        for ph, rows in enumerate(groups):
+            if len(rows) == 0:
+                per_phase.append(None)
+                continue
+            plan = self.plans[ph]
+            if plan.d.max() > cum.shape[2] - 1:
+                raise SchemeError.param(scheme.name, f"assignment at iteration {int(its[rows[0]])}",
+                                        f"at most {cum.shape[2] - 1} partitions per worker", int(plan.d.max()))
+            c = cum[rows]
+            widx = np.arange(n)
+            cb = c[:, widx[:, None], plan.bounds]  # (b, n, S) cumulative compute at each segment end
+            prev = np.concatenate([np.zeros((len(rows), n, 1)), cb[:, :, :-1]], axis=2)
+            dur = np.empty_like(cb)
+            dur[:, :, 0] = (block.delay_s[rows] + cb[:, :, 0]) - prev[:, :, 0]
+            dur[:, :, 1:] = cb[:, :, 1:] - prev[:, :, 1:]
+            dur[:, :, 1:] *= (np.arange(1, cb.shape[2]) < plan.n_seg[:, None])[None]  # padded segments: 0
+            dur = np.maximum(dur, 0.0)
+            off = extra[rows] if extra is not None else np.full((len(rows), n), model_s)
+            ends_rel = np.cumsum(np.concatenate([off[:, :, None], dur], axis=2), axis=2)[:, :, 1:]
+            arr_rel = ends_rel[:, plan.m_worker, plan.m_seg] + plan.up[None, :]
+            q = self.quorums[ph]
+            decisive, used = _decisive(arr_rel, q, np.arange(len(plan.up)))
+            if decisive is None:
+                raise SchemeError(f"scheme {self.label}: messages of iteration {int(its[rows[0]])} never became "
+                                  f"decodable (a quorum group has fewer than {q.need} messages)")
+            if not q.guaranteed and self.check:
+                decisive, used = self._checked(its[rows], arr_rel, decisive)
+            per_phase.append((rows, plan, dur, off, arr_rel, decisive, used))
+        # the master's clock, iteration by iteration, with the SimPy engine's float operations
+        dec_dur = np.zeros((B, 0))
+        wstar = np.empty(B, dtype=np.int64)
+        sstar = np.empty(B, dtype=np.int64)
+        upstar = np.empty(B)
+        S_max = max(p[2].shape[2] for p in per_phase if p is not None)
+        dec_dur = np.zeros((B, S_max))
+        offstar = np.empty(B)
+        for item in per_phase:
+            if item is None:
+                continue
+            rows, plan, dur, off, _arr, decisive, used = item
+            w = plan.m_worker[decisive]
+            wstar[rows], sstar[rows], upstar[rows] = w, plan.m_seg[decisive], plan.up[decisive]
+            dec_dur[rows, :dur.shape[2]] = dur[np.arange(len(rows)), w]
+            offstar[rows] = off[np.arange(len(rows)), w]
+            n_used[rows] = used.sum(axis=1)
+        clock = self.clock
+        dd, ss, uu, oo, ds = dec_dur.tolist(), sstar.tolist(), upstar.tolist(), offstar.tolist(), decode_s.tolist()
+        for b in range(B):
+            starts[b] = clock
+            x = clock + oo[b]
+            row = dd[b]
+            for j in range(ss[b] + 1):
+                if row[j] > 0:
+                    x = x + row[j]
+            x = x + uu[b]
+            decodable[b] = x
+            clock = x + ds[b]
+        self.clock = clock
+        ends = decodable + decode_s
+        # absolute instants, overlap check, rows
+        n_arrived = np.empty(B, dtype=np.int64)
+        for item in per_phase:
+            if item is None:
+                continue
+            rows, plan, dur, off, _arr, decisive, used = item
+            st = starts[rows]
+            cstart = st[:, None] + off  # (b, n)
+            ends_abs = np.empty_like(dur)
+            x = cstart
+            for j in range(dur.shape[2]):
+                x = np.where(dur[:, :, j] > 0, x + dur[:, :, j], x)
+                ends_abs[:, :, j] = x
+            arr_abs = ends_abs[:, plan.m_worker, plan.m_seg] + plan.up[None, :]
+            T = decodable[rows]
+            in_time = arr_abs <= T[:, None]
+            n_arrived[rows] = in_time.sum(axis=1)
+            cancel_at = T + sc.cancel_latency_s if sc.cancel_latency_s > 0 else T
+            last_end = np.take_along_axis(ends_abs, (plan.n_seg - 1)[None, :, None].repeat(len(rows), 0), axis=2)[:, :, 0]
+            cancelled = (cstart <= cancel_at[:, None]) & (last_end > cancel_at[:, None])
+            free = np.where(cancelled, cancel_at[:, None], last_end)
+            if sc.cancel_granularity == "partition":
+                free = np.where(cancelled, self._partition_end(cstart, block.delay_s[rows], cum[rows], plan,
+                                                               cancel_at), free)
+            ready = next_ready(its[rows], ends[rows])  # (b,) instant the next iteration reaches the workers
+            late = free > ready[:, None]
+            if np.any(late):
+                b, w = np.argwhere(late)[0]
+                raise NeedsSimPy(f"worker {int(w)} of iteration {int(its[rows][b])} still busy when the next "
+                                 f"iteration reaches it, by {float(free[b, w] - ready[b]):.3g} s")
+            if self.trace == "full":
+                self._worker_rows(its[rows], rows, block, cum[rows], plan, cstart, ends_abs, arr_abs, in_time,
+                                  used, cancelled, cancel_at, extra)
+        if self.trace == "full" and len(per_phase) > 1:  # phases interleave: back to iteration order
+            k = sum(p is not None for p in per_phase)
+            block_df = pd.concat(self.worker_frames[-k:], ignore_index=True)
+            del self.worker_frames[-k:]
+            self.worker_frames.append(block_df.sort_values(["iteration", "worker"], kind="stable", ignore_index=True))
+        for name, v in (("start_s", starts), ("decodable_s", decodable), ("end_s", ends), ("n_arrived", n_arrived),
+                        ("n_used", n_used)):
+            self.iter_cols[name].append(v)
+
+    def _checked(self, its: np.ndarray, arr: np.ndarray, decisive: np.ndarray):
+        """Ask the scheme's decoder from the quorum's arrivals on, one more arrival at a time while it
+        refuses (as the SimPy master does); returns the decisive messages and the used masks."""
+        scheme = self.scheme
+        order = np.argsort(arr, axis=1, kind="stable")
+        rank = np.argsort(order, axis=1)
+        B, M = arr.shape
+        used = np.zeros((B, M), dtype=bool)
+        out = decisive.copy()
+        for b in range(B):
+            qlen = int(rank[b, decisive[b]]) + 1
+            it = int(its[b])
+            while True:
+                dec = scheme.decode(order[b, :qlen], it)
+                if dec is not None:
+                    break
+                if getattr(scheme, "last_refusal", None) is not None:
+                    self.refusals += 1
+                qlen += 1
+                if qlen > M:
+                    raise SchemeError(f"scheme {self.label}: messages of iteration {it} never became decodable "
+                                      f"(arrived {M} of {M})")
+            out[b] = order[b, qlen - 1]
+            used[b, list(dec.used)] = True
+        return out, used
+
+    @staticmethod
+    def _partition_end(cstart, delay, cum, plan: _Plan, cancel_at) -> np.ndarray:
+        """When a cancelled worker stops with ``cancel_granularity: partition``: at the cancel while in its
+        delay, else at the end of the partition in progress."""
+        t0 = cstart + delay  # compute starts
+        d = plan.d
+        P = cum.shape[2] - 1
+        part_ends = t0[:, :, None] + cum[:, :, 1:]  # (b, n, P)
+        valid = np.arange(1, P + 1)[None, None, :] <= d[None, :, None]
+        after = (part_ends >= cancel_at[:, None, None]) & valid
+        first = np.argmax(after, axis=2)
+        end = np.take_along_axis(part_ends, first[:, :, None], axis=2)[:, :, 0]
+        return np.where(cancel_at[:, None] <= t0, cancel_at[:, None], end)
+
+    def _worker_rows(self, its, rows, block: DrawBlock, cum, plan: _Plan, cstart, ends_abs, arr_abs, in_time, used,
+                     cancelled, cancel_at, extra) -> None:
+        b, n = cstart.shape
+        M = len(plan.up)
+        sent = (~cancelled[:, plan.m_worker]) | (ends_abs[:, plan.m_worker, plan.m_seg] <= cancel_at[:, None])
+        send_m = np.where(sent, ends_abs[:, plan.m_worker, plan.m_seg], np.nan)
+        arr_m = np.where(sent, arr_abs, np.nan)
+        send_w = np.full((b, n), np.nan)
+        arr_w = np.full((b, n), np.nan)
+        n_sent = np.zeros((b, n), dtype=np.int64)
+        n_in = np.zeros((b, n), dtype=np.int64)
+        used_w = np.zeros((b, n), dtype=bool)
+        for m in range(M):  # messages per worker: one in every built-in scheme
+            w = plan.m_worker[m]
+            send_w[:, w] = np.fmax(send_w[:, w], send_m[:, m])
+            arr_w[:, w] = np.fmax(arr_w[:, w], arr_m[:, m])
+            n_sent[:, w] += sent[:, m]
+            n_in[:, w] += in_time[:, m]
+            used_w[:, w] |= used[:, m]
+        status = np.where(n_in >= plan.n_msgs[None, :], _ARRIVED,
+                          np.where(cancelled & (n_sent < plan.n_msgs[None, :]), _CANCELLED, _LATE))
+        comp = np.take_along_axis(cum, np.broadcast_to(plan.d[None, :, None], (b, n, 1)), axis=2)[:, :, 0]
+        disp = cstart if extra is not None else cstart
+        self.worker_frames.append(pd.DataFrame({
+            "scheme": self.label, "iteration": np.repeat(its, n), "worker": np.tile(np.arange(n), b),
+            "n_partitions": np.tile(plan.d, b), "dispatch_s": disp.ravel(), "compute_start_s": cstart.ravel(),
+            "compute_s": comp.ravel(), "delay_s": block.delay_s[rows].ravel(), "slowdown": block.slowdown[rows].ravel(),
+            "send_s": send_w.ravel(), "arrival_s": arr_w.ravel(), "used": used_w.ravel(),
+            "status": _STATUS[status.ravel()], "cpu_s": comp.ravel(), "compute_cpu_s": comp.ravel(),
+        }, columns=WORKER_COLUMNS))
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        cols = {k: np.concatenate(v) for k, v in self.iter_cols.items()}
+        I = len(cols["start_s"])
+        it_df = pd.DataFrame({"scheme": self.label, "iteration": np.arange(I), **cols,
+                              "duration_s": cols["end_s"] - cols["start_s"],
+                              "other_cpu_wait_s": np.nan, "other_cpu_finish_s": np.nan},
+                             columns=ITERATION_COLUMNS)
+        w_df = (pd.concat(self.worker_frames, ignore_index=True) if self.worker_frames
+                else pd.DataFrame(columns=WORKER_COLUMNS))
+        return it_df, w_df
+
+
+def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterations: int | None = None,
+                    seed: int | None = None, trace: str = "full", decode_check: str = "exact",
+                    progress: bool | Callable[[int], None] = False) -> VectorResult:
+    """Simulate every scheme of ``scenario`` with the vectorised engine (module docstring).
+
+    Args:
+        scenario, schemes, iterations, seed, progress: as :func:`gcsim.sim.engine.simulate`.
+        trace: ``"full"`` (worker rows kept: memory ∝ iterations × workers), ``"iterations"`` or ``"none"``
+            (per-iteration rows only; the two differ in what the run directory writes).
+        decode_check: ``"exact"`` (ask the decoder of an exact scheme with a non-guaranteed quorum for the
+            quorum's arrivals, one more arrival at a time while it refuses: the SimPy engine's result) or
+            ``"quorum"`` (trust the quorum: no decode calls; refusals are not seen).
+    Returns:
+        :class:`VectorResult` (times in seconds, :mod:`gcsim.trace` columns).
+    Raises:
+        ConfigError: bad overrides, ``trace`` or ``decode_check``; non-finite draws; a run longer than
+            :data:`~gcsim.sim.engine.MAX_RUN_S`; more worker rows than the SimPy engine's limit with
+            ``trace="full"``. NeedsSimPy (a ConfigError): the scenario or its draws need the SimPy engine.
+        SchemeError: a scheme that never decodes.
+    """
+    t0 = time.perf_counter()
+    if trace not in TRACE_LEVELS:
+        raise ConfigError("trace", f"one of {', '.join(TRACE_LEVELS)}", trace)
+    if decode_check not in ("exact", "quorum"):
+        raise ConfigError("decode_check", "exact or quorum", decode_check)
+    sc = apply_overrides(scenario, schemes=schemes, iterations=iterations, seed=seed)
+    reason = unsupported_reason(sc)
+    if reason is not None:
+        raise NeedsSimPy(reason)
+    if trace == "full":
+        check_run_size(sc)
+    built = sc.build_schemes()
+    n, I = sc.n_workers, sc.iterations
+    max_load = max(max(max(len(a) for a in sch.assignment(t)) for t in range(sch.assignment_period))
+                   for sch in built.values())
+    max_load = max([max_load] + [sch.computation_load for sch in built.values()])
+    overhead = sc.workload.call_overhead
+    process = StragglerProcess(sc.stragglers, n, sc.seed, compute=build_distribution(sc.workload.compute),
+                               call_overhead=build_distribution(overhead) if overhead is not None else None)
+    decode_dist = build_distribution(sc.master.decode_s)
+    decode_all = np.asarray(decode_dist.from_uniform(master_uniforms(sc.seed, np.arange(I), decode_dist.n_uniforms)),
+                            dtype=np.float64).reshape(I)
+    runs = [_SchemeRun(label, sch, sc, I, trace, decode_check) for label, sch in built.items()]
+
+    bar = None
+    if progress is True:
+        from tqdm import tqdm
+        bar = tqdm(total=I * len(built), unit="it", desc="simulate (vector)", leave=False)
+        tick = bar.update
+    elif callable(progress):
+        tick = progress
+    else:
+        tick = None
+    net = sc.network
+    model_s = net.latency_s + sc.workload.model_bytes / net.bandwidth_bytes_per_s
+    step = max(1, BLOCK_WORKER_ITERATIONS // max(1, n))
+    try:
+        for a in range(0, I, step):
+            its = np.arange(a, min(I, a + step))
+            block = process.draw_block(its, max_load)
+            decode_s = decode_all[its]
+            _check_block(sc, block, decode_s, its)
+            extra = _dispatch_block(sc, its)
+
+            for r in runs:
+                def next_ready(rows_its, rows_ends, extra=extra):
+                    # the next iteration starts at this one's end and reaches the workers model_s later
+                    # (with network.dispatch: at its start, then each worker waits its own draw)
+                    return rows_ends + (0.0 if extra is not None else model_s)
+                r.run_block(its, block, decode_s, extra, next_ready)
+                if tick is not None:
+                    tick(len(its))
+    finally:
+        if bar is not None:
+            bar.close()
+    it_frames, w_frames = zip(*(r.frames() for r in runs))
+    iterations_df = pd.concat(it_frames, ignore_index=True)
+    run_s = float(iterations_df["end_s"].max())
+    if run_s > MAX_RUN_S:
+        full = process.draw_block(range(min(I, 1)), max_load)
+        _check_run_length(sc, full, decode_all[:1], run_s)
+    workers_df = pd.concat(w_frames, ignore_index=True)
+    loads = {label: sch.describe() for label, sch in built.items()}
+    summary = summarize(iterations_df, loads)
+    return VectorResult(scenario=sc, schemes=built, iterations=iterations_df, workers=workers_df, summary=summary,
+                        wall_s=time.perf_counter() - t0, loads=loads, engine="vector", trace=trace,
+                        refusals={r.label: r.refusals for r in runs})
+
+
+def _check_block(sc: Scenario, block: DrawBlock, decode_s: np.ndarray, its: np.ndarray) -> None:
+    """The SimPy engine's finite-draw check on one block, naming absolute iterations."""
+    try:
+        _check_finite_draws(sc, block, decode_s)
+    except ConfigError as e:
+        if its[0] == 0:
+            raise
+        raise ConfigError(e.field, e.allowed, _Given(f"{e.given} (block from iteration {int(its[0])})")) from None
