@@ -1,0 +1,102 @@
+"""``gcsim advise`` output: the printed ranked table, and the run directory.
+
+Run directory (``runs/advise/<scenario>-<UTC timestamp>/`` by default, created exclusively by
+:func:`gcsim.rundir.new_run_dir`): ``advice.csv`` (:data:`gcsim.advise.search.COLUMNS` for every n),
+``advice.md`` (command, verdicts, tables), ``advice_n<N>.png`` (predicted objective against s per
+scheme, uncoded as a line, the best exact choice marked), ``config.yaml`` (the scenario searched),
+``meta.json`` (last).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gcsim.advise.search import COLUMNS, Advice
+
+
+def format_table(adv: Advice, top: int | None = None) -> str:
+    """The ranked table as text: exact schemes, then approximate ones ranked apart; times in seconds
+    with their 95 % CIs, loads in partitions / gradient lengths per worker and iteration."""
+    col = f"{adv.objective}_s"
+
+    def fmt(df: pd.DataFrame) -> str:
+        out = pd.DataFrame({
+            "rank": df["rank"], "scheme": df["scheme"], "s": df["s"], "m": df["m"],
+            "comp_load": [f"{v:g}" for v in df["computation_load"]],
+            "comm_load": [f"{v:.3g}" for v in df["communication_load"]],
+            "mean_s [95% CI]": [f"{a:.4g} [{b:.4g}, {c:.4g}]" for a, b, c in zip(df["mean_s"], df["mean_lo"], df["mean_hi"])],
+            "p95_s [95% CI]": [f"{a:.4g} [{b:.4g}, {c:.4g}]" for a, b, c in zip(df["p95_s"], df["p95_lo"], df["p95_hi"])],
+            "speedup": [f"{v:.2f}x" for v in df["speedup"]],
+        })
+        if adv.objective == "p99":
+            out.insert(8, "p99_s", [f"{v:.4g}" for v in df["p99_s"]])
+        return out.to_string(index=False)
+
+    t = adv.table
+    ex, ap = t[t["exact"]], t[~t["exact"]]
+    if top is not None:
+        ex, ap = ex.head(top), ap.head(top)
+    text = [f"n={adv.n}: exact schemes, ranked by predicted {adv.objective} ({col}); {adv.iterations} iterations "
+            f"each, {adv.engine} engine", fmt(ex)]
+    if len(ap):
+        text += ["approximate schemes (ranked apart: they drop or delay part of the gradient)", fmt(ap)]
+        text += [f"  {name}: {d}" for name, d in ap.drop_duplicates("scheme")[["scheme", "drops"]].itertuples(index=False)]
+    return "\n".join(text)
+
+
+def plot_advice(adv: Advice, path: Path) -> Path:
+    """Predicted objective against s, one line per scheme (and m), uncoded dashed, the best marked."""
+    import matplotlib.pyplot as plt
+    from gcsim.compare.plots import save_figure
+    col = f"{adv.objective}_s"
+    t = adv.table
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for (name, m), g in t[t["scheme"] != "uncoded"].groupby(["scheme", "m"], sort=False):
+        g = g.sort_values("s")
+        exact = bool(g["exact"].iloc[0])
+        ax.plot(g["s"], g[col], marker="o", ms=3, ls="-" if exact else ":",
+                label=f"{name}{f' m={m}' if m > 1 else ''}{'' if exact else ' (approx.)'}")
+    unc = float(t.loc[t["scheme"] == "uncoded", col].iloc[0])
+    ax.axhline(unc, color="k", ls="--", lw=1, label="uncoded")
+    b = adv.best
+    ax.plot([b["s"]], [b[col]], marker="*", ms=18, color="gold", mec="k", zorder=5,
+            label=f"best exact: {b['scheme']} s={b['s']} m={b['m']}")
+    ax.set_xlabel("s (stragglers tolerated)")
+    ax.set_ylabel(f"predicted {adv.objective} iteration time (s)")
+    ax.set_title(f"gcsim advise, n={adv.n}: lower is better ({adv.iterations} simulated iterations each)", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    return save_figure(fig, path)
+
+
+def advice_markdown(advices: list[Advice], command: str) -> str:
+    """The report's markdown: command, then per n the verdict and the full table."""
+    from gcsim.fit.report import markdown_table
+    lines = ["# gcsim advise", "", f"Command: `{command}`", ""]
+    for a in advices:
+        lines += [f"## n = {a.n}", "", a.verdict, "", f"![advice](advice_n{a.n}.png)", "",
+                  markdown_table(a.table[COLUMNS[:-1]]), ""]
+        if a.skipped:
+            lines += [f"Refused by the schemes ({len(a.skipped)}): "
+                      + "; ".join(f"{nm} s={s} m={m}" for nm, s, m, _ in a.skipped[:30])
+                      + (" ..." if len(a.skipped) > 30 else ""), ""]
+    return "\n".join(lines)
+
+
+def write_advice(advices: list[Advice], scenario, run_dir: Path, command: str) -> Path:
+    """Write the run directory of the module docstring into the claimed ``run_dir``; returns it."""
+    from gcsim.rundir import atomic_write_text
+    from gcsim.trace import write_csv, write_meta
+    table = pd.concat([a.table for a in advices], ignore_index=True)
+    write_csv(run_dir / "advice.csv", table, COLUMNS)
+    for a in advices:
+        plot_advice(a, run_dir / f"advice_n{a.n}.png")
+    atomic_write_text(run_dir / "advice.md", advice_markdown(advices, command))
+    atomic_write_text(run_dir / "config.yaml", scenario.to_yaml())
+    best = {str(a.n): {"scheme": a.best["scheme"], "s": int(a.best["s"]), "m": int(a.best["m"])} for a in advices}
+    write_meta(run_dir, "advise", command=command, objective=advices[0].objective, best=best,
+               engine=advices[0].engine, iterations=int(advices[0].iterations),
+               verdicts=[a.verdict for a in advices], wall_s=float(np.sum([a.wall_s for a in advices])))
+    return run_dir
