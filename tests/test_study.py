@@ -23,7 +23,8 @@ from gcsim.real.runner import run_real
 from gcsim.study import StudyOptions, run_study
 from gcsim.study.headline import HEADLINE_COLUMNS
 from gcsim.study.machine import cpu_model_name
-from gcsim.study.plan import plan_run, set_aside
+from gcsim.rundir import set_aside
+from gcsim.study.plan import plan_run
 
 N, ITERS, BATCH, EVAL = 4, 6, 16, 3
 SCHEMES = ["uncoded", "gc-fr"]

@@ -22,9 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import pickle
-import shutil
 import socket
 import zipfile
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from gcsim.errors import DataError
+from gcsim.rundir import install_dir, staging_dir
 
 #: The CIFAR-10 class names in label order 0..9 (also their alphabetical order).
 CIFAR10_CLASSES: tuple[str, ...] = (
@@ -208,15 +207,6 @@ def _batch(images_hwc: np.ndarray, labels: np.ndarray, names: list[str], batch_l
             "filenames": list(names)}
 
 
-def _install(tmp: Path, target: Path) -> None:
-    """Move the finished ``tmp`` directory to ``target`` (replacing an old one last)."""
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    if target.exists():
-        os.replace(target, old)
-    os.replace(tmp, target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def prepare_from_image_folder(
     source: Path | str,
     data_dir: Path | str = DEFAULT_DATA_DIR,
@@ -299,10 +289,7 @@ def prepare_from_image_folder(
             zf.close()
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = data_dir / f".{BATCHES_DIR}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with staging_dir(data_dir, BATCHES_DIR) as tmp:
         images, labels, names = arrays["train"]
         for b, idx in enumerate(np.array_split(np.arange(len(labels)), len(TRAIN_FILES))):
             _write_pickle(tmp / TRAIN_FILES[b], _batch(images[idx], labels[idx], [names[i] for i in idx],
@@ -320,10 +307,7 @@ def prepare_from_image_folder(
             "md5": {name: _md5(tmp / name) for name in (*TRAIN_FILES, TEST_FILE, META_FILE)},
         }
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2))
-        _install(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        install_dir(tmp, target)
 
     report = verify_prepared(data_dir)
     if report.train_per_class != counts["train"] or report.test_per_class != counts["test"]:

@@ -8,35 +8,28 @@ Layout of ``runs/real/<scheme>-<UTC timestamp>/``:
 * ``iterations.csv``, ``workers.csv``, ``summary.csv`` – the :mod:`gcsim.trace` format;
 * ``metrics.csv`` – :data:`METRICS_COLUMNS` (one row per evaluation);
 * ``checkpoint.pt`` – model, optimizer, next iteration, torch RNG state, time offset;
-* ``status.json`` – ``{"status": running|finished|failed|interrupted, "reason", "iterations_done", ...}``;
+* ``status.json`` – ``{"status": running|finished|failed|interrupted, "reason", "iterations_done", ...}``
+  (:class:`gcsim.rundir.RunStatus`; a ``running`` run whose process is gone reads ``dead``);
 * ``meta.json`` – written last, only when the run finished (:func:`gcsim.trace.write_meta`).
 """
 
 from __future__ import annotations
 
 import io
-import json
-import os
-import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from gcsim.errors import RunDirError
-from gcsim.trace import (ITERATION_COLUMNS, WORKER_COLUMNS, atomic_write_text, make_public, read_table,
-                          write_csv)
+from gcsim.rundir import RunStatus, atomic_write_bytes, atomic_write_text, read_status, write_status
+from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, read_table, write_csv
+from gcsim.yamlio import read_yaml
 
 #: metrics.csv: ``iteration`` (0-based, the last iteration before the evaluation), ``loss`` (mean
 #: training mini-batch loss over the iterations since the previous evaluation), ``test_loss`` and
 #: ``test_accuracy`` (fraction 0..1) on the test set, ``elapsed_s`` (seconds from the time origin).
 METRICS_COLUMNS = ["iteration", "loss", "test_loss", "test_accuracy", "elapsed_s"]
-STATUSES = ("running", "finished", "failed", "interrupted")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class RealRunDir:
@@ -47,8 +40,8 @@ class RealRunDir:
 
     # ------------------------------------------------------------------ config
     def write_config(self, real_config: dict, scenario_yaml: str) -> None:
-        """Write ``real.yaml`` (run options) and ``config.yaml`` (narrowed scenario)."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        """Write ``real.yaml`` (run options) and ``config.yaml`` (narrowed scenario) into the existing
+        run directory."""
         atomic_write_text(self.path / "real.yaml", yaml.safe_dump(real_config, sort_keys=False))
         atomic_write_text(self.path / "config.yaml", scenario_yaml)
 
@@ -58,30 +51,21 @@ class RealRunDir:
         if not p.is_file():
             raise RunDirError(f"{p}: missing (not a gcsim real run directory)")
         try:
-            data = yaml.safe_load(p.read_text())
-        except (OSError, yaml.YAMLError) as e:
+            _, data = read_yaml(p)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
             raise RunDirError(f"{p}: unreadable YAML ({type(e).__name__})") from None
         if not isinstance(data, dict):
             raise RunDirError(f"{p}: expected a mapping, got {type(data).__name__}")
         return data
 
     # ------------------------------------------------------------------ status
-    def write_status(self, status: str, **fields) -> None:
-        """Write ``status.json`` with ``status`` (one of :data:`STATUSES`) and extra fields."""
-        if status not in STATUSES:
-            raise ValueError(f"status: expected one of {STATUSES}, got {status!r}")
-        data = {"status": status, "updated_utc": _now(), "pid": os.getpid(), **fields}
-        atomic_write_text(self.path / "status.json", json.dumps(data, indent=2, default=str))
+    def write_status(self, status: RunStatus | str, **fields) -> None:
+        """Write ``status.json`` (:func:`gcsim.rundir.write_status`)."""
+        write_status(self.path, status, **fields)
 
     def read_status(self) -> dict | None:
-        """``status.json`` or None when absent."""
-        p = self.path / "status.json"
-        if not p.is_file():
-            return None
-        try:
-            return json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise RunDirError(f"{p}: unreadable JSON ({e})") from None
+        """``status.json`` or None when absent (:func:`gcsim.rundir.read_status`; RunDirError when bad)."""
+        return read_status(self.path)
 
     # ------------------------------------------------------------------ checkpoint
     @property
@@ -94,17 +78,7 @@ class RealRunDir:
 
         buf = io.BytesIO()
         torch.save(state, buf)
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".checkpoint.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(buf.getvalue())
-                f.flush()
-                os.fsync(f.fileno())
-            make_public(Path(tmp))
-            os.replace(tmp, self.checkpoint_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(self.checkpoint_path, buf.getvalue(), fsync=True)
 
     def load_checkpoint(self) -> dict:
         """The checkpoint dict. Raises RunDirError when missing or unreadable."""

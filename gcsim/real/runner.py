@@ -29,8 +29,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -46,6 +49,7 @@ from gcsim.errors import ConfigError, RunDirError, RunFailedError
 from gcsim.real.config import RealConfig, validate_real_config
 from gcsim.real.master import ParameterServer, RunInterrupted, WorkerPool
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
+from gcsim.rundir import NewRunDir, RunStatus, effective_status, new_run_dir
 
 #: Default parent of new run directories.
 DEFAULT_RUNS_ROOT = Path("runs/real")
@@ -83,45 +87,46 @@ class RealRunResult:
     wall_s: float = 0.0
 
 
-def default_run_dir(scheme: str, root: Path = DEFAULT_RUNS_ROOT) -> Path:
-    """``runs/real/<scheme>-<UTC timestamp>`` (a ``-2``, ``-3`` ... suffix if it exists)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    base = Path(root) / f"{scheme}-{stamp}"
-    path, i = base, 1
-    while path.exists():
-        i += 1
-        path = base.with_name(f"{base.name}-{i}")
-    return path
-
-
 @contextmanager
 def ray_session(cfg: RealConfig):
-    """Use the running Ray if there is one; else start an embedded one (``ray_num_cpus`` logical CPUs,
-    default ``n_workers``) or join ``cfg.address``; shut down only what was started here.
+    """Use the Ray this process already initialised, if any; else join ``cfg.address`` or, without
+    one, start a **private** local Ray (``address="local"``: never the cluster named by
+    ``RAY_ADDRESS`` or a stale ``/tmp/ray/ray_current_cluster``), bound to 127.0.0.1, with its own
+    temporary directory and ``ray_num_cpus`` logical CPUs (default ``n_workers``); shut down (and
+    remove the temporary directory) only what was started here.
 
     Raises:
         ConfigError: ``--address`` cannot be joined.
+        RunFailedError: the private Ray could not start (one line with Ray's reason).
     """
     import ray
 
-    started = False
+    started, temp_dir = False, None
     if not ray.is_initialized():
         kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         try:
             if cfg.address:
                 ray.init(address=cfg.address, **kwargs)
             else:
-                ray.init(num_cpus=cfg.ray_num_cpus or cfg.n_workers, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as e:
+                # short path: Ray's socket paths under it must stay below the 107-byte unix limit
+                temp_dir = tempfile.mkdtemp(prefix="gcsim-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+                ray.init(address="local", num_cpus=cfg.ray_num_cpus or cfg.n_workers, _temp_dir=temp_dir,
+                         _node_ip_address="127.0.0.1", **kwargs)
+        except Exception as e:  # Ray raises many kinds (ConnectionError, RuntimeError, ValueError, ...)
+            if temp_dir is not None:
+                shutil.rmtree(temp_dir, ignore_errors=True)
             if cfg.address:
-                raise ConfigError("--address", "the address of a running Ray cluster", cfg.address) from e
-            raise
+                raise ConfigError("--address", "the address of a running Ray cluster", cfg.address) from None
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise RunFailedError(f"ray: could not start a private local Ray ({type(e).__name__}: {first})") from None
         started = True
     try:
         yield
     finally:
         if started:
             ray.shutdown()
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 class _StopFlag:
@@ -156,7 +161,8 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
         cfg: the run options.
         scenario: the narrowed :class:`gcsim.scenario.Scenario` (stragglers; written as config.yaml
             with ``workload.gradient_bytes`` / ``model_bytes`` set to this run's message sizes).
-        out_dir: run directory (default :func:`default_run_dir`); must not hold a run already.
+        out_dir: run directory (default ``runs/real/<scheme>-<UTC timestamp>``, see
+            :func:`gcsim.rundir.new_run_dir`); created and claimed before anything runs; absent or empty.
         progress: show a tqdm bar on stderr.
         hooks: optional :class:`RunHooks`.
     Returns:
@@ -164,32 +170,52 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
     Raises:
         DataError: CIFAR-10 not prepared in ``cfg.data_dir``.
         RunFailedError: the run had to stop (status ``failed``, checkpoint written).
-        RunDirError: ``out_dir`` already holds a run, is a file, or is a non-empty directory (its
-            files are never overwritten).
+        RunDirError: ``out_dir`` already holds a run.
+        ConfigError: ``--out`` is a file, a non-empty directory (its files are never overwritten), or
+            cannot be created. A run that stops before writing a checkpoint removes its directory.
     """
     from gcsim.real.data import require_prepared
     from gcsim.real.model import build_model, num_parameters
 
     require_prepared(cfg.data_dir)
-    run = RealRunDir(out_dir if out_dir is not None else default_run_dir(cfg.scheme))
-    if (run.path / "real.yaml").exists():
-        raise RunDirError(f"{run.path}: already holds a run (use --resume {run.path} to continue it)")
-    if run.path.exists() and not run.path.is_dir():
-        raise RunDirError(f"--out: expected a new or empty directory, got {str(run.path)!r} (not a directory)")
-    if run.path.is_dir() and any(run.path.iterdir()):  # never overwrite files someone else wrote
-        held = sorted(p.name for p in run.path.iterdir())
-        raise RunDirError(f"--out: expected a new or empty directory, got {str(run.path)!r} holding "
-                          f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}")
-    # the message sizes of this run (what the simulator should charge for them)
-    n_params = num_parameters(build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype))
-    item = {"float32": 4, "float64": 8}
-    workload = scenario.workload.model_copy(update={"gradient_bytes": float(n_params * item[cfg.payload_dtype]),
-                                                    "model_bytes": float(n_params * item[cfg.dtype])})
-    # the workers notice a cancel only between partitions (gcsim.real.worker): the simulator replays
-    # this run with the same cancel semantics
-    scenario = scenario.model_copy(update={"workload": workload, "cancel_granularity": "partition"})
-    run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
-    return _execute(run, cfg, scenario, checkpoint=None, progress=progress, hooks=hooks)
+    if out_dir is not None and (Path(out_dir) / "real.yaml").is_file():
+        raise RunDirError(f"{out_dir}: already holds a run (use --resume {out_dir} to continue it)")
+    # created and claimed now, exclusively: two runs never share a directory
+    new = new_run_dir(out_dir, root=DEFAULT_RUNS_ROOT, prefix=cfg.scheme, prefix_field="--scheme")
+    run = RealRunDir(new.path)
+    try:
+        # the message sizes of this run (what the simulator should charge for them)
+        n_params = num_parameters(build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype))
+        item = {"float32": 4, "float64": 8}
+        workload = scenario.workload.model_copy(update={"gradient_bytes": float(n_params * item[cfg.payload_dtype]),
+                                                        "model_bytes": float(n_params * item[cfg.dtype])})
+        # the workers notice a cancel only between partitions (gcsim.real.worker): the simulator replays
+        # this run with the same cancel semantics
+        scenario = scenario.model_copy(update={"workload": workload, "cancel_granularity": "partition"})
+        run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
+        return _guarded(run, lambda: _execute(run, cfg, scenario, checkpoint=None, progress=progress, hooks=hooks),
+                        new)
+    finally:
+        new.release()
+
+
+def _guarded(run: RealRunDir, execute: Callable[[], RealRunResult], new: NewRunDir | None = None) -> RealRunResult:
+    """Run ``execute()``; when it raises, a new run (``new``) that left no checkpoint is removed
+    (nothing could resume it, and a rerun with the same ``--out`` must find it free), and a failed run
+    with a checkpoint says how to continue it."""
+    try:
+        return execute()
+    except RunFailedError as e:
+        if run.checkpoint_path.is_file():
+            raise RunFailedError(f"{e} (checkpoint kept: continue with gcsim real --resume "
+                                 f"{shlex.quote(str(run.path))})") from None
+        if new is not None:
+            new.discard()
+        raise
+    except BaseException:
+        if new is not None and not run.checkpoint_path.is_file():
+            new.discard()
+        raise
 
 
 def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress: bool = True,
@@ -218,8 +244,8 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
         scenario = load_scenario(run.path / "config.yaml")
     except ConfigError as e:
         raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
-    status = run.read_status() or {}
-    if status.get("status") == "running" and process_alive(status.get("pid")):
+    status = run.read_status()
+    if effective_status(status) is RunStatus.RUNNING:
         raise RunDirError(f"{run.path / 'status.json'}: status: expected a stopped run, got 'running' "
                           f"(process {status.get('pid')} is still alive)")
     checkpoint = run.load_checkpoint()
@@ -229,20 +255,7 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
     if iterations is not None:
         scenario = scenario.model_copy(update={"iterations": cfg.iterations})
         run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
-    return _execute(run, cfg, scenario, checkpoint=checkpoint, progress=progress, hooks=hooks)
-
-
-def process_alive(pid) -> bool:
-    """True when ``pid`` is a live process on this machine other than this one."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return _guarded(run, lambda: _execute(run, cfg, scenario, checkpoint=checkpoint, progress=progress, hooks=hooks))
 
 
 def _load_data(cfg: RealConfig):
@@ -340,6 +353,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         if prior_it is not None and len(prior_it):
             offset = max(offset, float(prior_it["end_s"].max()))
         local_pids = [int(i["pid"]) for i in pool.info if i.get("host") == socket.gethostname()]
+        niceness = _worker_niceness(pool.info)
         ps = ParameterServer(pool, scheme, stragglers, policy=cfg.policy, scheme_label=cfg.scheme,
                              t0=time.time() - offset, slice_sizes=sizes, n_params=num_parameters(model),
                              should_stop=lambda: stop.set, after_dispatch=hooks.after_dispatch,
@@ -420,7 +434,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
                model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
                host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
-               host_cpu_load=cpu_load, ray=ray_info, worker_niceness=_worker_niceness(pool.info),
+               host_cpu_load=cpu_load, ray=ray_info, worker_niceness=niceness,
                other_cpu_scope=("host" if len(local_pids) == cfg.n_workers else
                                 f"master's host only ({len(local_pids)} of {cfg.n_workers} workers on it)"))
     return RealRunResult(run.path, status, done, summary, test_acc, wall_s)

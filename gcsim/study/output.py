@@ -13,36 +13,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable
 
-from gcsim.errors import ConfigError
-from gcsim.trace import atomic_write_text, make_public
+from gcsim.rundir import atomic_write_text, ensure_dir, staging_dir
 
 MANIFEST = "study.json"
 
 
 def prepare_out_dir(out_dir: str | Path, field: str = "--out") -> Path:
-    """Create ``out_dir`` (and parents) if needed and check it is a writable directory.
+    """Create ``out_dir`` (and parents) if needed and check it is a writable directory
+    (:func:`gcsim.rundir.ensure_dir`).
 
     Raises:
         ConfigError: ``field`` (the option: ``--out`` or ``--runs-root``) when it is a file, under a
             file, or not writable.
     """
-    p = Path(out_dir)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ConfigError(field, "a directory (created if absent)", str(out_dir)) from None
-    except OSError as e:
-        raise ConfigError(field, f"a directory that can be created ({e.strerror})", str(out_dir)) from None
-    if not p.is_dir():
-        raise ConfigError(field, "a directory (created if absent)", str(out_dir))
-    if not os.access(p, os.W_OK | os.X_OK):
-        raise ConfigError(field, "a writable directory", str(out_dir))
-    return p
+    return ensure_dir(out_dir, field)
 
 
 def _previous_files(out: Path) -> list[str]:
@@ -67,8 +54,7 @@ def publish(out_dir: str | Path, fill: Callable[[Path], list[str]], manifest: di
         ConfigError: as :func:`prepare_out_dir`.
     """
     out = prepare_out_dir(out_dir)
-    tmp = make_public(Path(tempfile.mkdtemp(dir=out, prefix=".study-tmp-")))
-    try:
+    with staging_dir(out, "study") as tmp:
         names = list(fill(tmp))
         previous = _previous_files(out)
         for name in names:
@@ -78,8 +64,6 @@ def publish(out_dir: str | Path, fill: Callable[[Path], list[str]], manifest: di
         files = {name: out / name for name in names}
         atomic_write_text(out / MANIFEST, json.dumps({**manifest, "files": sorted(names)}, indent=2, default=str))
         files[MANIFEST] = out / MANIFEST
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return files
 
 

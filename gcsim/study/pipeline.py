@@ -32,7 +32,8 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from gcsim.errors import ConfigError, RunFailedError
-from gcsim.study.plan import RunPlan, plan_run, set_aside
+from gcsim.rundir import set_aside
+from gcsim.study.plan import RunPlan, plan_run
 
 #: defaults of the command line.
 DEFAULT_OUT_DIR = Path("docs/validation")

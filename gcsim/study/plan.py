@@ -21,14 +21,12 @@ a :class:`~gcsim.errors.RunDirError`.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
 from gcsim.errors import ConfigError, RunDirError
-from gcsim.real.runner import process_alive
+from gcsim.rundir import RunStatus, effective_status
 
 #: RealConfig fields that change what a run measures; a run directory must agree on all of them to
 #: be skipped or resumed (``iterations`` may differ: a shorter run is extended).
@@ -121,7 +119,7 @@ def plan_run(run_dir: str | Path, cfg, scenario) -> RunPlan:
         return RunPlan(cfg.scheme, path, "restart", f"unreadable run files ({e})")
     _check_same_config(path, stored, cfg, scenario)
     state = str(status.get("status", "unknown"))
-    if state == "running" and process_alive(status.get("pid")):
+    if effective_status(status or None) is RunStatus.RUNNING:
         raise RunDirError(f"{path / 'status.json'}: status: expected a stopped run, got 'running' (process "
                           f"{status.get('pid')} is still alive)")
     done = status.get("iterations_done")
@@ -142,18 +140,4 @@ def plan_run(run_dir: str | Path, cfg, scenario) -> RunPlan:
     return RunPlan(cfg.scheme, path, "resume", f"{was} at iteration {nxt} of {total}", nxt)
 
 
-def set_aside(run_dir: str | Path) -> Path:
-    """Move a run directory that will be restarted to ``<parent>/.<name>.abandoned-<UTC timestamp>``
-    (hidden from ``gcsim compare``'s discovery). Returns the new path."""
-    path = Path(run_dir)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    target = path.with_name(f".{path.name}.abandoned-{stamp}")
-    k = 1
-    while target.exists():
-        k += 1
-        target = path.with_name(f".{path.name}.abandoned-{stamp}-{k}")
-    os.rename(path, target)
-    return target
-
-
-__all__ = ["RESULT_FIELDS", "RunPlan", "plan_run", "set_aside"]
+__all__ = ["RESULT_FIELDS", "RunPlan", "plan_run"]
