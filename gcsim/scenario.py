@@ -52,6 +52,8 @@ NonNegInt = Annotated[StrictInt, Field(ge=0)]
 
 POLICIES = ("cancel", "carry-over")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: Longest scenario name (it names run directories: ``<name>-<UTC timestamp>``).
+MAX_NAME_LENGTH = 100
 
 
 class _Model(BaseModel):
@@ -223,8 +225,10 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self):
-        if not _NAME_RE.match(self.name):
-            raise SpecFieldError("name", "letters, digits, '_', '.', '-' (used in directory names)", self.name)
+        if not _NAME_RE.match(self.name) or len(self.name) > MAX_NAME_LENGTH:
+            raise SpecFieldError("name", f"letters, digits, '_', '.', '-', at most {MAX_NAME_LENGTH} of them (used in "
+                                 f"directory names)", self.name if len(self.name) <= 40 else
+                                 _GivenLabel(f"{self.name[:20]!r}... ({len(self.name)} characters)"))
         if self.workload.background is not None and self.workload.cores is None:
             raise SpecFieldError("workload.background", "no background without workload.cores (the cores it "
                                  "takes a share of)", _GivenLabel("a background with cores unset"))
@@ -317,12 +321,15 @@ def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
     if not p.is_file():
         raise ConfigError("scenario", "an existing YAML file", str(path))
+    from gcsim.yamlio import YamlBoundsError, read_yaml
+
     try:
-        text = p.read_text()
-        _check_unique_keys(yaml.compose(text, Loader=yaml.SafeLoader))
-        data = yaml.safe_load(text)
+        node, data = read_yaml(p)  # bounded: size, depth, aliases
+        _check_unique_keys(node)
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError("scenario", "a readable YAML file", f"{path} ({type(e).__name__})") from None
+    except YamlBoundsError as e:
+        raise ConfigError("scenario", f"YAML with {e.allowed}", _GivenLabel(f"{str(path)!r}: {e.given}")) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

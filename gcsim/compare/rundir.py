@@ -18,6 +18,7 @@ import yaml
 
 from gcsim.errors import ConfigError, RunDirError
 from gcsim.rundir import RunStatus, effective_status, read_status
+from gcsim.yamlio import read_yaml
 from gcsim.trace import (ITERATION_COLUMNS, SUMMARY_COLUMNS, TRACE_FORMAT_VERSION, WORKER_COLUMNS, read_meta,
                          read_table)
 
@@ -103,8 +104,8 @@ def _read_yaml(path: Path) -> dict:
     if not path.is_file():
         raise RunDirError(f"{path}: missing")
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+        _, data = read_yaml(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         msg = str(e).replace("\n", " ")
         raise RunDirError(f"{path}: unreadable YAML ({msg})") from None
     if not isinstance(data, dict):
