@@ -50,9 +50,16 @@ def _scheme_list(value: str | None) -> list[str] | None:
               help="Comparison mode (see gcsim compare --help).")
 @click.option("--warmup", type=IntOption(lo=0), default=None,
               help="Iterations dropped before comparing [min(10, iterations // 5)].")
+@click.option("--protocol", type=click.Choice(["cross-scheme"]), default=None,
+              help="Run the cross-scheme validation protocol instead (issue 9): per straggler model (SCENARIO, "
+                   "default real_default.yaml and real_expon.yaml) uncoded, every exact scheme and "
+                   "ignore-stragglers, uncoded again; every scheme predicted out of sample from uncoded and "
+                   "from gc-fr. --out default docs/validation/protocol, --runs-root default runs/protocol.")
+@click.option("--noisy-neighbour", is_flag=True, default=False,
+              help="With --protocol: keep one core busy at normal priority during the runs (ended by PID).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars on stderr [if a terminal].")
 def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address, batch_size, eval_every,
-            max_train_samples, replications, mode, warmup, progress):
+            max_train_samples, replications, mode, warmup, protocol, noisy_neighbour, progress):
     """Measure every scheme on CIFAR-10, predict it with the simulator, compare, and write the headline.
 
     \b
@@ -75,6 +82,13 @@ def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address
     from gcsim.study import StudyOptions, run_study
 
     ctx = click.get_current_context()
+    if protocol is not None:
+        return _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, eval_every,
+                         max_train_samples, replications, warmup, noisy_neighbour, progress)
+    if noisy_neighbour:
+        from gcsim.errors import ConfigError
+
+        raise ConfigError("--noisy-neighbour", "only with --protocol cross-scheme", "without --protocol")
     options = StudyOptions(
         scenario=scenario, schemes=_scheme_list(schemes), iterations=iterations, out_dir=Path(out_dir),
         runs_root=Path(runs_root), data_dir=data_dir, address=address, batch_size=batch_size, eval_every=eval_every,
@@ -96,3 +110,28 @@ def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address
     click.echo(f"wrote {result.files['headline.md'].parent} (headline.md, headline.csv, accuracy.png, report.md, "
                f"validation.csv, ...)")
     return 1 if (result.validation["verdict"] == "fail").any() else 0
+
+
+def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, eval_every, max_train_samples,
+              replications, warmup, noisy_neighbour, progress) -> int:
+    """``gcsim study --protocol cross-scheme`` (:mod:`gcsim.study.protocol`)."""
+    from gcsim.study.protocol import ProtocolOptions, run_protocol
+
+    defaults = {p.name: p.default for p in ctx.command.params}
+    options = ProtocolOptions(
+        scenarios=[scenario] if scenario is not None else None, schemes=_scheme_list(schemes), iterations=iterations,
+        noisy_neighbour=noisy_neighbour,
+        out_dir=Path("docs/validation/protocol") if out_dir == defaults["out_dir"] else Path(out_dir),
+        runs_root=Path("runs/protocol") if runs_root == defaults["runs_root"] else Path(runs_root),
+        data_dir=data_dir, max_train_samples=max_train_samples, eval_every=eval_every, replications=replications,
+        warmup=warmup, progress=sys.stderr.isatty() if progress is None else progress)
+    result = run_protocol(options, command=_command_line(ctx), log=click.echo)
+    if result.status == "interrupted":
+        click.echo("gcsim study: interrupted; run the same command again to resume", err=True)
+        ctx.exit(130)
+    for _, r in result.summary.iterrows():
+        click.echo(f"{r.model:>14} {r.comparison:<28} worst |mean err| {r.worst_abs_mean_err:6.1%}  "
+                   f"worst |p95 err| {r.worst_abs_p95_err:6.1%}  tau {r.kendall_tau:+.2f}  "
+                   f"noise floor {r.noise_floor_mean_err:+.1%}")
+    click.echo(f"wrote {result.files['protocol.md'].parent} (protocol.md, protocol.csv, protocol_summary.csv)")
+    return 0

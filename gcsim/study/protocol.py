@@ -1,0 +1,363 @@
+"""The cross-scheme validation protocol (``gcsim study --protocol cross-scheme``): can gcsim predict a
+scheme nobody has run?
+
+For every straggler model (one scenario file each; default: the bimodal ``real_default.yaml`` and
+the exponential ``real_expon.yaml``) it runs, with the real executor, in this order:
+
+1. the calibration scheme (``uncoded``) – run ``<calib>-a``;
+2. every other scheme (the exact schemes and ``ignore-stragglers`` of the scenario), in the
+   scenario's order for the first model and reversed for the next, so a slow drift of the machine
+   does not always favour the same schemes;
+3. the calibration scheme again – run ``<calib>-b``. ``<calib>-b`` predicted from ``<calib>-a`` is
+   the noise floor: the same scheme, the same seed, a few minutes apart.
+
+Optionally with a **noisy neighbour**: a process that keeps one core busy at normal priority
+(``python -c 'while True: pass'``), started before the first run and ended by its PID after the
+last; nothing else is touched.
+
+Then, per model, it predicts every run **out of sample** (calibrated on another run, fresh
+straggler draws, scored on iterations the calibration never saw):
+
+* ``from-<calib>``: calibrated on ``<calib>-a`` with the workers' CPU clocks and the other-process
+  CPU measured in that run (``--cpu-source measured``, a pure prediction);
+* ``from-<calib>-given-load``: the same, with the other-process CPU measured during each target
+  run (``--load-from target``: an input recorded beside the target's times, never fitted to them);
+* ``from-<coded>``: calibrated on one coded scheme's run (default ``gc-fr``), measured CPU;
+* ``from-<calib>-wall``: the earlier approach (CPU inferred from wall time), for reference.
+
+Writes into ``--out``: ``protocol.csv`` (one row per model × comparison × target),
+``protocol.md`` (per comparison: worst |mean| and |p95| error over the exact schemes, Kendall tau,
+the noise floor, the targets of issue 9) and ``protocol.json`` (command, machine, run directories,
+each run's machine load). Runs already finished under ``--runs-root`` are reused, so an interrupted
+protocol continues when the same command is run again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from gcsim.errors import ConfigError
+
+#: default straggler models of the protocol (scenario files, relative to the repository's scenarios/)
+DEFAULT_MODELS = ("real_default.yaml", "real_expon.yaml")
+#: targets of issue 9 (out of sample, exact schemes): quiet machine, and with the noisy neighbour
+TARGETS = {"mean": 0.05, "p95": 0.10, "mean_noisy": 0.08}
+
+
+@dataclass(frozen=True)
+class ProtocolOptions:
+    """Settings of the protocol (``gcsim study --protocol cross-scheme``).
+
+    Attributes:
+        scenarios: scenario files, one per straggler model (None: :data:`DEFAULT_MODELS`).
+        schemes: schemes besides the calibration scheme (None: the scenario's exact schemes and
+            ``ignore-stragglers``; approximate pipelined schemes are left out).
+        calibration_scheme: the scheme measured twice and predicted from (``uncoded``).
+        coded_scheme: the coded scheme used as a second calibration source (``gc-fr``).
+        iterations: per run (None: the scenario's).
+        noisy_neighbour: run with a busy-loop process at normal priority.
+        out_dir, runs_root: outputs and run directories (``<runs_root>/<model>/<run>``).
+        data_dir, max_train_samples, eval_every: passed to every real run.
+        replications, warmup, seed: comparison settings.
+        progress: tqdm bars.
+    """
+
+    scenarios: Sequence[str | Path] | None = None
+    schemes: Sequence[str] | None = None
+    calibration_scheme: str = "uncoded"
+    coded_scheme: str = "gc-fr"
+    iterations: int | None = None
+    noisy_neighbour: bool = False
+    out_dir: str | Path = Path("docs/validation/protocol")
+    runs_root: str | Path = Path("runs/protocol")
+    data_dir: str | Path | None = None
+    max_train_samples: int | None = None
+    eval_every: int | None = None
+    replications: int = 5
+    warmup: int | None = None
+    seed: int = 0
+    progress: bool = False
+
+
+@dataclass
+class ProtocolResult:
+    """Outcome: ``status`` (finished | interrupted), the table, the summary and the written files."""
+
+    status: str
+    table: pd.DataFrame | None = None
+    summary: pd.DataFrame | None = None
+    files: dict = field(default_factory=dict)
+
+
+def _scenario_paths(options: ProtocolOptions) -> list[Path]:
+    from gcsim.real.config import default_scenario_path
+
+    if options.scenarios:
+        return [Path(p) for p in options.scenarios]
+    folder = default_scenario_path().parent
+    return [folder / name for name in DEFAULT_MODELS]
+
+
+def plan_sequence(scenario_schemes: Sequence[tuple[str, bool]], options: ProtocolOptions,
+                  model_index: int) -> list[tuple[str, str]]:
+    """``[(run label, scheme name), ...]`` in run order for one straggler model (module docstring).
+
+    Args:
+        scenario_schemes: ``(name, exact)`` of the scenario's schemes, in its order.
+        model_index: 0 for the first model (the scenario's order), odd ones reversed.
+    Raises:
+        ConfigError: ``--schemes`` names a scheme the scenario does not list, or the calibration /
+            coded scheme is missing from it.
+    """
+    names = [n for n, _ in scenario_schemes]
+    calib = options.calibration_scheme
+    for field_name, name in (("--calibration-scheme", calib), ("--coded-scheme", options.coded_scheme)):
+        if name not in names:
+            raise ConfigError(field_name, f"a scheme of the scenario ({', '.join(names)})", name)
+    if options.schemes:
+        for s in options.schemes:
+            if s not in names:
+                raise ConfigError("--schemes", f"names from the scenario ({', '.join(names)})", s)
+        others = [s for s in options.schemes if s != calib]
+    else:
+        others = [n for n, exact in scenario_schemes if n != calib and (exact or n == "ignore-stragglers")]
+    if options.coded_scheme not in others:
+        others.insert(0, options.coded_scheme)
+    if model_index % 2:
+        others = others[::-1]
+    return [(f"{calib}-a", calib)] + [(s, s) for s in others] + [(f"{calib}-b", calib)]
+
+
+class NoisyNeighbour:
+    """A busy-loop process at normal priority (one core), ended by its PID on exit. A context manager."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self):
+        if self.enabled:
+            self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return False
+
+
+def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Callable[[str], None]) -> bool:
+    from gcsim.study.pipeline import SchemeRun, _execute_runs
+    from gcsim.study.plan import plan_run
+
+    runs = []
+    for path, seq in models:
+        for label, cfg, sc in seq:
+            run_dir = Path(options.runs_root) / path.stem / label
+            runs.append(SchemeRun(cfg, sc, plan_run(run_dir, cfg, sc)))
+    with NoisyNeighbour(options.noisy_neighbour) as nn:
+        if nn.proc is not None:
+            log(f"noisy neighbour: pid {nn.proc.pid} keeps one core busy at normal priority")
+        return _execute_runs(runs, progress=options.progress, log=log)
+
+
+def _comparisons(calib: str, coded: str) -> list[tuple[str, str, dict]]:
+    """``(name, source run label, CompareOptions fields)`` of the protocol's predictions."""
+    return [
+        (f"from-{calib}", f"{calib}-a", {"cpu_source": "measured", "load_from": "calibration"}),
+        (f"from-{calib}-given-load", f"{calib}-a", {"cpu_source": "measured", "load_from": "target"}),
+        (f"from-{coded}", coded, {"cpu_source": "measured", "load_from": "calibration"}),
+        (f"from-{calib}-wall", f"{calib}-a", {"cpu_source": "wall", "load_from": "calibration"}),
+    ]
+
+
+def _run_load(run) -> dict:
+    load = run.meta.get("host_cpu_load") or {}
+    return {"load_busy_cores": load.get("busy_cores"), "load_other_cores": load.get("other_cores"),
+            "loadavg_1m_end": load.get("loadavg_1m_end")}
+
+
+def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOptions,
+                     exact: dict[str, bool]) -> pd.DataFrame:
+    """Every prediction of the protocol as one table (module docstring).
+
+    Args:
+        model_runs: model name -> run label -> run directory.
+        exact: scheme name -> whether it is exact.
+    Returns:
+        one row per (model, comparison, target run): the :meth:`CompareResult.table` columns plus
+        ``model``, ``comparison``, ``target``, ``exact`` and the target's machine load.
+    """
+    from gcsim.compare.pipeline import CompareOptions, compare_runs
+    from gcsim.compare.rundir import read_run_dir
+
+    calib, coded = options.calibration_scheme, options.coded_scheme
+    rows = []
+    for model, runs in model_runs.items():
+        read = {label: read_run_dir(p) for label, p in runs.items()}
+        for name, source, fields in _comparisons(calib, coded):
+            if source not in read:
+                continue
+            targets = [(r, r.schemes) for label, r in read.items() if label != source]
+            opts = CompareOptions(replications=options.replications, warmup=options.warmup, seed=options.seed,
+                                  **fields)
+            res = compare_runs(targets, calibrate_from=read[source], options=opts)
+            tab = res.table()
+            tab.insert(0, "comparison", name)
+            tab.insert(0, "model", model)
+            tab["target"] = [it.run.label for it in res.items]
+            tab["exact"] = [bool(exact.get(it.scheme, False)) for it in res.items]
+            for k in ("load_busy_cores", "load_other_cores", "loadavg_1m_end"):
+                tab[k] = [_run_load(it.run)[k] for it in res.items]
+            rows.append(tab)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def summarize_protocol(table: pd.DataFrame, calib: str, noisy: bool) -> pd.DataFrame:
+    """Per (model, comparison): worst |mean| / |p95| error over the exact targets other than the
+    calibration scheme's repeat, Kendall tau of the predicted vs observed means over the distinct
+    schemes, the noise floor (``<calib>-b`` vs ``<calib>-a``), and whether issue 9's targets are met."""
+    out = []
+    mean_band = TARGETS["mean_noisy"] if noisy else TARGETS["mean"]
+    for (model, comp), g in table.groupby(["model", "comparison"], sort=False):
+        floor = g[g["target"] == f"{calib}-b"]
+        scored = g[(g["target"] != f"{calib}-b") & g["exact"]]
+        distinct = g[g["target"] != f"{calib}-b"]
+        tau = float("nan")
+        if len(distinct) >= 2:
+            tau = float(stats.kendalltau(distinct["obs_mean_s"], distinct["sim_mean_s"]).statistic)
+        worst_mean = float(scored["err_mean"].abs().max()) if len(scored) else float("nan")
+        worst_p95 = float(scored["err_p95"].abs().max()) if len(scored) else float("nan")
+        out.append({
+            "model": model, "comparison": comp, "exact_targets": len(scored),
+            "worst_abs_mean_err": worst_mean, "worst_abs_p95_err": worst_p95,
+            "mean_abs_mean_err": float(scored["err_mean"].abs().mean()) if len(scored) else float("nan"),
+            "kendall_tau": tau,
+            "noise_floor_mean_err": float(floor["err_mean"].iloc[0]) if len(floor) else float("nan"),
+            "meets_mean_target": bool(worst_mean <= mean_band),
+            "meets_p95_target": bool(noisy or worst_p95 <= TARGETS["p95"]),
+            "meets_tau_target": bool(tau == 1.0),
+        })
+    return pd.DataFrame(out)
+
+
+def _pct(x) -> str:
+    return "-" if x is None or not math.isfinite(float(x)) else f"{float(x):+.1%}"
+
+
+def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: str, machine: dict,
+                       options: ProtocolOptions, run_dirs: dict) -> str:
+    """The one-page protocol report (markdown)."""
+    mean_band = TARGETS["mean_noisy"] if options.noisy_neighbour else TARGETS["mean"]
+    lines = [
+        "# Cross-scheme validation protocol: predicting schemes nobody ran",
+        "",
+        f"Command: `{command}`  ",
+        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpus', '?')} CPUs; noisy neighbour: "
+        f"{'yes (one busy core at normal priority)' if options.noisy_neighbour else 'no'}.",
+        "",
+        "Every number below is **out of sample**: calibrated on another run (named in the comparison), with "
+        "fresh straggler draws, scored on iterations the calibration never saw. The noise floor is the "
+        f"calibration scheme run twice (`{options.calibration_scheme}-b` predicted from "
+        f"`{options.calibration_scheme}-a`).",
+        f"Targets (issue 9, exact schemes): |mean error| ≤ {mean_band:.0%}"
+        + ("" if options.noisy_neighbour else f", |p95 error| ≤ {TARGETS['p95']:.0%}") + ", Kendall tau = 1.",
+        "",
+        "## Summary",
+        "",
+        "| model | comparison | worst |mean err| | mean |mean err| | worst |p95 err| | Kendall tau | noise floor | targets met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in summary.iterrows():
+        met = [n for n, ok in (("mean", r.meets_mean_target), ("p95", r.meets_p95_target), ("tau", r.meets_tau_target))
+               if ok]
+        lines.append(f"| {r.model} | {r.comparison} | {r.worst_abs_mean_err:.1%} | {r.mean_abs_mean_err:.1%} | "
+                     f"{r.worst_abs_p95_err:.1%} | {r.kendall_tau:+.2f} | {_pct(r.noise_floor_mean_err)} | "
+                     f"{', '.join(met) if met else 'none'} |")
+    lines += ["", "## Every prediction", "",
+              "| model | comparison | target | exact | obs mean ms | sim mean ms | mean err [95% CI] | p95 err [95% CI] | "
+              "other-process cores (run) |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        lines.append(
+            f"| {r.model} | {r.comparison} | {r.target} | {'yes' if r.exact else 'no'} | {r.obs_mean_s * 1e3:.1f} | "
+            f"{r.sim_mean_s * 1e3:.1f} | {_pct(r.err_mean)} [{_pct(r.err_mean_lo)}, {_pct(r.err_mean_hi)}] | "
+            f"{_pct(r.err_p95)} [{_pct(r.err_p95_lo)}, {_pct(r.err_p95_hi)}] | "
+            f"{'-' if r.load_other_cores is None or pd.isna(r.load_other_cores) else f'{r.load_other_cores:.2f}'} |")
+    lines += ["", "Run directories: " + ", ".join(f"`{v}`" for m in run_dirs.values() for v in m.values()), ""]
+    return "\n".join(lines)
+
+
+def run_protocol(options: ProtocolOptions, *, command: str = "gcsim study --protocol cross-scheme",
+                 log: Callable[[str], None] = lambda line: None) -> ProtocolResult:
+    """Run the protocol (module docstring).
+
+    Raises:
+        ConfigError: bad option or scenario (names the option); ``--out`` / ``--runs-root`` unusable.
+        RunFailedError: a run had to stop (its checkpoint is kept: rerun the command to resume).
+        DataError: CIFAR-10 not prepared.
+    """
+    from gcsim.real.config import resolve_config
+    from gcsim.scenario import load_scenario
+    from gcsim.schemes import scheme_class
+    from gcsim.study.machine import describe_machine
+    from gcsim.study.output import prepare_out_dir, publish
+
+    prepare_out_dir(options.out_dir)
+    prepare_out_dir(options.runs_root, field="--runs-root")
+    models = []
+    for k, path in enumerate(_scenario_paths(options)):
+        sc = load_scenario(path)
+        names = list(dict.fromkeys(sp.name for sp in sc.schemes))
+        seq = plan_sequence([(n, bool(scheme_class(n).exact)) for n in names], options, k)
+        resolved = []
+        for label, name in seq:
+            cfg, narrowed = resolve_config(name, path, iterations=options.iterations,
+                                           data_dir=None if options.data_dir is None else str(options.data_dir),
+                                           max_train_samples=options.max_train_samples,
+                                           eval_every=options.eval_every)
+            resolved.append((label, cfg, narrowed))
+        models.append((Path(path), resolved))
+    machine = describe_machine()
+    t0 = time.monotonic()
+    if not _run_all(models, options, log):
+        return ProtocolResult("interrupted")
+    log(f"runs done in {time.monotonic() - t0:.0f} s; predicting every scheme out of sample")
+    run_dirs = {p.stem: {label: Path(options.runs_root) / p.stem / label for label, _, _ in seq}
+                for p, seq in models}
+    exact = {cfg.scheme: bool(scheme_class(cfg.scheme).exact) for _, seq in models for _, cfg, _ in seq}
+    table = compare_protocol(run_dirs, options, exact)
+    summary = summarize_protocol(table, options.calibration_scheme, options.noisy_neighbour)
+
+    def fill(tmp: Path) -> list[str]:
+        table.to_csv(tmp / "protocol.csv", index=False, float_format="%.9g")
+        summary.to_csv(tmp / "protocol_summary.csv", index=False, float_format="%.9g")
+        (tmp / "protocol.md").write_text(render_protocol_md(table, summary, command=command, machine=machine,
+                                                            options=options, run_dirs=run_dirs))
+        return ["protocol.csv", "protocol_summary.csv", "protocol.md"]
+
+    files = publish(options.out_dir, fill, {"command": command, "machine": machine,
+                                            "noisy_neighbour": options.noisy_neighbour,
+                                            "run_dirs": {m: {k: str(v) for k, v in d.items()}
+                                                         for m, d in run_dirs.items()}})
+    return ProtocolResult("finished", table, summary, files)
+
+
+__all__ = ["DEFAULT_MODELS", "NoisyNeighbour", "ProtocolOptions", "ProtocolResult", "TARGETS", "compare_protocol",
+           "plan_sequence", "render_protocol_md", "run_protocol", "summarize_protocol"]
