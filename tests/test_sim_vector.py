@@ -126,7 +126,7 @@ def test_quorum_trust_mode_agrees_where_nothing_is_refused():
     sc = _scenario(iterations=50)
     a, b = simulate_vector(sc, trace="none"), simulate_vector(sc, trace="none", decode_check="quorum")
     np.testing.assert_array_equal(a.iterations.end_s, b.iterations.end_s)
-    assert a.refusals == {label: 0 for label in a.schemes}
+    assert a.refusals == {label: [] for label in a.schemes}
 
 
 def test_what_needs_simpy_is_refused_in_one_line():

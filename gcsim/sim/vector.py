@@ -78,11 +78,11 @@ def unsupported_reason(scenario: Scenario) -> str | None:
 @dataclass
 class VectorResult(SimResult):
     """:class:`~gcsim.sim.engine.SimResult` of the vector engine. ``workers`` is empty (with the trace
-    columns) unless ``trace == "full"``. ``refusals``: label -> decode refusals met (exact check only)."""
+    columns) unless ``trace == "full"``; ``refusals`` lists the decodes refused (``decode_check="exact"``
+    only: with ``"quorum"`` none are asked)."""
 
     engine: str = "vector"
     trace: str = "full"
-    refusals: dict | None = None
 
 
 @dataclass
@@ -210,7 +210,7 @@ class _SchemeRun:
         self.quorums = [scheme.quorum(t) for t in range(len(self.plans))]
         self.check = decode_check == "exact"
         self.clock = 0.0
-        self.refusals = 0
+        self.refusals: list = []  # (iteration, Refusal) per refused arrived set, as SimResult.refusals
         self.iter_cols: dict[str, list] = {c: [] for c in ("start_s", "decodable_s", "end_s", "n_arrived", "n_used")}
         self.worker_frames: list[pd.DataFrame] = []
 
@@ -347,7 +347,7 @@ class _SchemeRun:
                 if dec is not None:
                     break
                 if getattr(scheme, "last_refusal", None) is not None:
-                    self.refusals += 1
+                    self.refusals.append((it, scheme.last_refusal))
                 qlen += 1
                 if qlen > M:
                     raise SchemeError(f"scheme {self.label}: messages of iteration {it} never became decodable "
@@ -496,10 +496,11 @@ def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None,
         _check_run_length(sc, full, decode_all[:1], run_s)
     workers_df = pd.concat(w_frames, ignore_index=True)
     loads = {label: sch.describe() for label, sch in built.items()}
-    summary = summarize(iterations_df, loads)
+    refusals = {r.label: r.refusals for r in runs}
+    summary = summarize(iterations_df, loads, {k: len({it for it, _ in v}) for k, v in refusals.items()})
     return VectorResult(scenario=sc, schemes=built, iterations=iterations_df, workers=workers_df, summary=summary,
                         wall_s=time.perf_counter() - t0, loads=loads, engine="vector", trace=trace,
-                        refusals={r.label: r.refusals for r in runs})
+                        refusals=refusals)
 
 
 def _check_block(sc: Scenario, block: DrawBlock, decode_s: np.ndarray, its: np.ndarray) -> None:
