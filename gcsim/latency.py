@@ -136,15 +136,22 @@ class EmpiricalSpec(_Spec):
             if len(self.values) == 0:
                 raise SpecFieldError("values", "a non-empty list of seconds", [])
             return self
-        base = (info.context or {}).get("base_dir") if info is not None else None
-        path = Path(self.file).expanduser()
-        if not path.is_absolute() and base is not None:
-            path = Path(base) / path
+        path = resolve_against_scenario(self.file, info)
         if not path.is_file():
             raise SpecFieldError("file", "an existing CSV file of measured seconds", self.file)
         self.file = str(path.resolve())
         _read_empirical_column(self.file, self.column)  # validates now; cached for build
         return self
+
+
+def resolve_against_scenario(file: str, info: ValidationInfo | None) -> Path:
+    """``file`` (``~`` expanded) as a path; a relative one is taken against the scenario's folder, the
+    validation context's ``base_dir`` (when given). Not resolved further, not checked."""
+    base = (info.context or {}).get("base_dir") if info is not None else None
+    path = Path(file).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = Path(base) / path
+    return path
 
 
 def _scipy_continuous_names() -> tuple[str, ...]:

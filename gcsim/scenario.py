@@ -165,11 +165,9 @@ class Replay(_Model):
     @model_validator(mode="after")
     def _readable(self, info: ValidationInfo):
         from gcsim.errors import GcsimError
+        from gcsim.latency import resolve_against_scenario
         from gcsim.replay import trace_times
-        base = (info.context or {}).get("base_dir") if info is not None else None
-        path = Path(self.file).expanduser()
-        if not path.is_absolute() and base is not None:
-            path = Path(base) / path
+        path = resolve_against_scenario(self.file, info)
         if not path.exists():
             raise SpecFieldError("file", "an existing trace CSV or gcsim run directory", self.file)
         self.file = str(path.resolve())
