@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import warnings
 
 import click
 
@@ -61,8 +62,18 @@ def cli():
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point. Returns the exit status (0 ok, 1 check failed, 2 bad input)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:  # plain `gcsim`: the help, not an error
+        with click.Context(cli, info_name="gcsim") as ctx:
+            click.echo(cli.get_help(ctx))
+        return 0
     try:
-        rv = cli.main(args=argv, prog_name="gcsim", standalone_mode=False)
+        with warnings.catch_warnings(record=True) as caught:
+            # held back: printed after a successful command, dropped before a one-line error
+            warnings.simplefilter("default")
+            rv = cli.main(args=args, prog_name="gcsim", standalone_mode=False)
+        for w in caught:
+            click.echo(warnings.formatwarning(w.message, w.category, w.filename, w.lineno).rstrip(), err=True)
         return int(rv or 0)
     except click.exceptions.Exit as e:
         return e.exit_code

@@ -50,7 +50,8 @@ def _write_into(result: CompareResult, d: Path, command: str) -> dict[str, Path]
         plot_qq(pairs, d / "qq.png")
         plots["QQ plots (y = x is a perfect prediction)"] = "qq.png"
         pvm = table.copy()
-        plot_predicted_vs_measured(pvm, d / "predicted_vs_measured.png", band=result.options.bands.p95 or 0.10)
+        plot_predicted_vs_measured(pvm, d / "predicted_vs_measured.png", band=result.options.bands.p95 or 0.10,
+                                   mean_band=result.options.bands.mean or 0.05)
         plots["Predicted vs measured mean and p95"] = "predicted_vs_measured.png"
         for it in result.items:
             first = sorted(it.observed_iterations["iteration"].astype(int).unique())[it.warmup:it.warmup + 3]

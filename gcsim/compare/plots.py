@@ -107,24 +107,27 @@ def plot_qq(pairs: Sequence[SamplePair], path: str | Path, n_points: int = 99) -
     return save_figure(fig, path)
 
 
-def plot_predicted_vs_measured(table: pd.DataFrame, path: str | Path, band: float = 0.10) -> Path:
+def plot_predicted_vs_measured(table: pd.DataFrame, path: str | Path, band: float = 0.10,
+                               mean_band: float | None = None) -> Path:
     """Predicted (simulated) vs measured (observed) mean and p95 per row, with y = x and ±``band``.
 
     Args:
         table: one row per compared (run, scheme) with columns ``label``, ``obs_mean_s``,
             ``sim_mean_s``, ``obs_p95_s``, ``sim_p95_s`` and optionally ``verdict``.
-        band: relative band drawn around y = x (0.10 = ±10 %).
+        band: relative band drawn around y = x in the p95 panel (0.10 = ±10 %).
+        mean_band: the band of the mean panel (default ``band``).
     """
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), squeeze=False)
     markers = {"pass": "o", "warn": "s", "fail": "X"}
-    for ax, stat in zip(axes.ravel(), ("mean", "p95")):
+    bands = (band if mean_band is None else mean_band, band)
+    for ax, stat, b in zip(axes.ravel(), ("mean", "p95"), bands):
         x = table[f"obs_{stat}_s"].to_numpy(float)
         y = table[f"sim_{stat}_s"].to_numpy(float)
         top = float(np.nanmax(np.r_[x, y])) * 1.15 if len(x) else 1.0
         line = np.linspace(0, top, 50)
         ax.plot(line, line, color="grey", lw=1, label="y = x")
-        ax.fill_between(line, line * (1 - band), line * (1 + band), color="grey", alpha=0.15,
-                        label=f"±{band * 100:g}%")
+        ax.fill_between(line, line * (1 - b), line * (1 + b), color="grey", alpha=0.15,
+                        label=f"±{b * 100:g}%")
         for i, row in enumerate(table.itertuples(index=False)):
             v = getattr(row, "verdict", "pass") if "verdict" in table.columns else "pass"
             ax.scatter(x[i], y[i], marker=markers.get(v, "o"), s=45, zorder=3, label=f"{row.label} ({v})")

@@ -141,7 +141,8 @@ def read_run_dir(path: str | Path) -> RunDir:
     going, nor (without ``meta.json``) that it stopped unfinished (``interrupted`` / ``failed``);
     ``meta.json`` exists, parses and has ``trace_format_version == TRACE_FORMAT_VERSION``; ``config.yaml`` parses to a mapping; the three CSVs exist with their columns;
     iterations.csv has rows with finite ``start_s, end_s, duration_s > 0``; workers.csv has finite
-    ``iteration, worker, n_partitions`` and covers the same (scheme, iteration) pairs; summary.csv has
+    ``iteration, worker, n_partitions``; no (scheme, iteration) / (scheme, iteration, worker) row is
+    given twice; workers.csv covers the same (scheme, iteration) pairs; summary.csv has
     a row per scheme.
 
     Args:
@@ -175,6 +176,13 @@ def read_run_dir(path: str | Path) -> RunDir:
     _check_finite(wk_path, workers, ["iteration", "worker", "n_partitions"])
     for df in (iterations, workers, summary):
         df["scheme"] = df["scheme"].astype(str)
+    for path, df, key in ((it_path, iterations, ["scheme", "iteration"]),
+                          (wk_path, workers, ["scheme", "iteration", "worker"])):
+        dup = df.duplicated(key)
+        if dup.any():
+            first = df.loc[dup, key].iloc[0].tolist()
+            raise RunDirError(f"{path}: expected one row per ({', '.join(key)}), got {int(dup.sum())} duplicate "
+                              f"row(s), first {first} (hand-edited?)")
     it_pairs = set(zip(iterations["scheme"], iterations["iteration"].astype(int)))
     wk_pairs = set(zip(workers["scheme"], workers["iteration"].astype(int)))
     if it_pairs != wk_pairs:

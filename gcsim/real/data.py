@@ -175,15 +175,26 @@ def _check_counts(source: Path, counts: dict[str, dict[str, int]],
 
 
 def _decode_image(entry: _ImageEntry) -> np.ndarray:
+    """The image as uint8 (32, 32, 3) HWC. Its size is read from the header and checked before any
+    pixel is decoded (a file declaring 20000x20000 pixels is refused without decoding it).
+
+    Raises:
+        DataError: unreadable file or a size other than 32x32."""
+    import warnings
+
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(entry.read())) as im:
-            rgb = im.convert("RGB")
-    except (UnidentifiedImageError, OSError) as e:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the size is checked just below
+            with Image.open(io.BytesIO(entry.read())) as im:
+                if im.size != (32, 32):
+                    raise DataError(f"image {entry.name}: size: expected 32x32, got {im.size[0]}x{im.size[1]}")
+                rgb = im.convert("RGB")
+    except Image.DecompressionBombError as e:
+        raise DataError(f"image {entry.name}: size: expected 32x32, got a far larger image ({e})") from None
+    except (UnidentifiedImageError, OSError, ValueError) as e:
         raise DataError(f"image {entry.name}: expected a readable JPEG/PNG, got an unreadable file ({e})") from None
-    if rgb.size != (32, 32):
-        raise DataError(f"image {entry.name}: size: expected 32x32, got {rgb.size[0]}x{rgb.size[1]}")
     return np.asarray(rgb, dtype=np.uint8)  # (32, 32, 3) HWC
 
 
@@ -239,6 +250,7 @@ def prepare_from_image_folder(
     """
     source, data_dir = Path(source), Path(data_dir)
     target = data_dir / BATCHES_DIR
+    require_loader()  # before converting 60,000 images, not after
     if data_dir.exists() and not data_dir.is_dir():
         raise DataError(f"--data-dir: expected a directory (new or existing), got {str(data_dir)!r} (not a directory)")
     if not force and (target / MANIFEST_NAME).is_file():
@@ -387,6 +399,19 @@ def read_manifest(data_dir: Path | str) -> dict | None:
     if manifest.get("format") != MANIFEST_FORMAT or not isinstance(manifest.get("md5"), dict):
         raise DataError(f"{p}: format: expected {MANIFEST_FORMAT!r}, got {manifest.get('format')!r}")
     return manifest
+
+
+def require_loader() -> None:
+    """Check that torchvision (which reads the converted copy back) is installed, importing nothing.
+
+    Raises:
+        ModuleNotFoundError: ``name='torchvision'`` (the CLI prints how to install the ``real`` extra).
+    """
+    import importlib.util
+
+    for module in ("torchvision", "PIL"):
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
 
 def require_prepared(data_dir: Path | str) -> None:
