@@ -295,7 +295,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
 
     try:
         train_x, train_y, test_x, test_y = _load_data(cfg)
-        scheme = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed)
+        scheme = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed, payload_dtype=cfg.payload_dtype)
         torch.set_num_threads(cfg.torch_threads)
         model = build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype)
         optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
@@ -426,11 +426,11 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     it_df = ps.iterations_frame()
     summary = summarize(it_df, {ps.label: scheme.describe()}).iloc[0].to_dict() if len(it_df) else {}
     if status == "interrupted":
-        run.write_status("interrupted", reason="Ctrl-C", iterations_done=done,
+        run.write_status("interrupted", reason="Ctrl-C", iterations_done=done, **ps.refusal_status(),
                          checkpoint_iteration=int(run.load_checkpoint()["next_iteration"])
                          if run.checkpoint_path.is_file() else None, **status_common)
         return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
-    run.write_status("finished", iterations_done=done, wall_s=wall_s, **status_common)
+    run.write_status("finished", iterations_done=done, wall_s=wall_s, **ps.refusal_status(), **status_common)
     write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
                model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
                host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
