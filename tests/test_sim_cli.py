@@ -252,7 +252,8 @@ def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
     def oom(*a, **k):
         raise MemoryError
     monkeypatch.setattr(engine, "_simulate_scheme", oom)
-    assert main(["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert main(["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(tmp_path / "o"), "--no-progress",
+                 "--engine", "simpy"]) == 2
     err = capsys.readouterr().err
     assert err == ("gcsim: error: iterations: expected a run that fits in memory (fewer iterations, workers or "
                    "schemes), got 40 (out of memory)\n")
@@ -280,8 +281,8 @@ def test_ctrl_c_exits_130_and_leaves_no_partial_run_dir(where, tmp_path, monkeyp
                           else (output, "plot_bars", interrupt)))
     monkeypatch.chdir(tmp_path)
     scen = str(_write(tmp_path, SCENARIO))
-    assert main(["simulate", scen, "--out", str(tmp_path / "run"), "--no-progress"]) == 130
-    assert main(["simulate", scen, "--no-progress"]) == 130  # default runs/sim/<name>-<stamp>
+    assert main(["simulate", scen, "--out", str(tmp_path / "run"), "--no-progress", "--engine", "simpy"]) == 130
+    assert main(["simulate", scen, "--no-progress", "--engine", "simpy"]) == 130  # default runs/sim/<name>-<stamp>
     assert capsys.readouterr().err.splitlines()[-1] == "gcsim: aborted"
     leftovers = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     assert [p for p in leftovers if p not in ("s.yaml", "runs", "runs/sim")] == []

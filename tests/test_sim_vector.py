@@ -142,3 +142,37 @@ def test_what_needs_simpy_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="trace: expected one of none, iterations, full, got 'all'"):
         simulate_vector(_scenario(), trace="all")
     assert issubclass(NeedsSimPy, GcsimError)
+
+
+def test_cli_engine_choice_trace_levels_and_meta(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from gcsim.cli import main
+
+    sc = _scenario(iterations=20, schemes=[{"name": "uncoded"}, {"name": "gc-fr", "s": 2}])
+    p = tmp_path / "s.yaml"
+    p.write_text(sc.to_yaml())
+    out = tmp_path / "auto"
+    assert main(["simulate", str(p), "--out", str(out), "--no-progress", "--trace", "iterations"]) == 0
+    assert "engine vector)" in capsys.readouterr().out
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["engine"], meta["trace"]) == ("vector", "iterations")
+    assert (out / "iterations.csv").is_file() and not (out / "workers.csv").exists()
+
+    assert main(["simulate", str(p), "--out", str(tmp_path / "sp"), "--no-progress", "--engine", "simpy",
+                 "--trace", "none"]) == 0
+    assert "engine simpy)" in capsys.readouterr().out
+    assert not (tmp_path / "sp" / "iterations.csv").exists()
+    assert json.loads((tmp_path / "sp" / "meta.json").read_text())["engine"] == "simpy"
+
+    carry = yaml.safe_load(p.read_text())
+    carry["policy"] = "carry-over"
+    q = tmp_path / "c.yaml"
+    q.write_text(yaml.safe_dump(carry))
+    assert main(["simulate", str(q), "--out", str(tmp_path / "v"), "--no-progress", "--engine", "vector"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "got vector (policy carry-over)" in err[0] and not (tmp_path / "v").exists()
+    assert main(["simulate", str(q), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    assert "engine simpy because of policy carry-over" in capsys.readouterr().out

@@ -74,8 +74,14 @@ def terminate_as_exit(status: int = 128 + signal.SIGTERM):
               help="Override the scenario's seed (0 <= seed < 2**32).")
 @click.option("--schemes", "schemes", default=None, metavar="a,b",
               help="Comma-separated scheme names (or labels) of the scenario to run (default all).")
+@click.option("--engine", type=click.Choice(["auto", "simpy", "vector"]), default="auto", show_default=True,
+              help="auto: the vectorised engine whenever it models the scenario (cancel policy, no CPU sharing, "
+                   "iterations that do not overlap), else SimPy; vector/simpy force one.")
+@click.option("--trace", type=click.Choice(["none", "iterations", "full"]), default="full", show_default=True,
+              help="Per-iteration/per-worker files to write: full (iterations.csv + workers.csv), iterations, "
+                   "none (summary only; with the vector engine memory then does not grow with workers).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
-def command(scenario, out_dir, iterations, seed, schemes, progress):
+def command(scenario, out_dir, iterations, seed, schemes, engine, trace, progress):
     """Simulate SCENARIO (YAML) and report the iteration-time distribution of every scheme.
 
     Writes config.yaml, summary.csv, iterations.csv, workers.csv, cdf.png, bars.png and meta.json.
@@ -83,7 +89,8 @@ def command(scenario, out_dir, iterations, seed, schemes, progress):
     """
     from gcsim.rundir import new_run_dir
     from gcsim.scenario import load_scenario
-    from gcsim.sim.engine import apply_overrides, simulate
+    from gcsim.sim.engine import apply_overrides
+    from gcsim.sim.vector import simulate_with
     from gcsim.sim.output import DEFAULT_SIM_ROOT, write_sim_run
 
     from gcsim.errors import ConfigError
@@ -95,7 +102,7 @@ def command(scenario, out_dir, iterations, seed, schemes, progress):
         # created (exclusively) before simulating: a bad --out fails now, parallel runs never share one
         run = new_run_dir(out_dir, root=DEFAULT_SIM_ROOT, prefix=sc.name)
         try:
-            result = simulate(sc, progress=progress)
+            result = simulate_with(sc, engine, trace=trace, progress=progress)
             path = write_sim_run(result, sc, run)
         except MemoryError:
             run.discard()
@@ -109,7 +116,8 @@ def command(scenario, out_dir, iterations, seed, schemes, progress):
             run.discard()
             raise
     click.echo(f"{sc.name}: n={sc.n_workers}, {sc.iterations} iterations, seed {sc.seed}, policy {sc.policy} "
-               f"(simulated in {result.wall_s:.1f} s)")
+               f"(simulated in {result.wall_s:.1f} s, engine {result.engine}"
+               f"{' because of ' + result.engine_note if result.engine_note else ''})")
     click.echo(format_table(result.summary))
     for line in refusal_lines(result.refusals):
         click.echo(line)

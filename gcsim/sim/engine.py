@@ -96,6 +96,10 @@ class SimResult:
     #: ``(iteration, Refusal)`` per arrived set an exact scheme refused (the master then waited for one
     #: more arrival); ``summary["refusals"]`` counts the iterations that had at least one.
     refusals: dict[str, list] = field(default_factory=dict)
+    #: which engine computed it (``"simpy"`` here; ``"vector"`` for :mod:`gcsim.sim.vector`) and the trace
+    #: level the run directory writes (``full``: iterations.csv + workers.csv; ``iterations``; ``none``).
+    engine: str = "simpy"
+    trace: str = "full"
 
 
 def apply_overrides(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterations: int | None = None,

@@ -27,7 +27,9 @@ def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | P
 
     Files: ``config.yaml`` (the resolved scenario actually simulated: ``result.scenario``, or
     ``scenario`` when the result has none), ``summary.csv``, ``iterations.csv``, ``workers.csv``
-    (:mod:`gcsim.trace` columns, seconds), ``cdf.png``, ``bars.png`` and ``meta.json`` (last).
+    (:mod:`gcsim.trace` columns, seconds), ``cdf.png``, ``bars.png`` and ``meta.json`` (last, with the
+    ``engine`` that computed the run and the ``trace`` level: ``iterations`` omits workers.csv, ``none``
+    also iterations.csv).
 
     Args:
         out_dir: a directory made by :func:`gcsim.rundir.new_run_dir` (released here when complete),
@@ -42,14 +44,19 @@ def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | P
     try:
         atomic_write_text(out / "config.yaml", sc.to_yaml())
         write_csv(out / "summary.csv", result.summary, SUMMARY_COLUMNS)
-        write_csv(out / "iterations.csv", result.iterations, ITERATION_COLUMNS)
-        write_csv(out / "workers.csv", result.workers, WORKER_COLUMNS)
+        trace = getattr(result, "trace", "full")
+        if trace in ("iterations", "full"):
+            write_csv(out / "iterations.csv", result.iterations, ITERATION_COLUMNS)
+        if trace == "full":
+            write_csv(out / "workers.csv", result.workers, WORKER_COLUMNS)
         plot_cdf(result.iterations, out / "cdf.png", title=f"{sc.name}: iteration-time CDF")
         plot_bars(result.summary, out / "bars.png", title=f"{sc.name}: mean and p99 iteration time")
         for f in out.iterdir():
             os.chmod(f, 0o644)
         write_meta(out, "sim", scenario=sc.name, seed=sc.seed, iterations=sc.iterations, n_workers=sc.n_workers,
-                   policy=sc.policy, schemes=list(result.schemes), gcsim_version=__version__)
+                   policy=sc.policy, schemes=list(result.schemes), gcsim_version=__version__,
+                   engine=getattr(result, "engine", "simpy"), engine_note=getattr(result, "engine_note", ""),
+                   trace=trace)
     except BaseException:
         if owned:
             run.discard()

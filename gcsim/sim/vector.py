@@ -511,3 +511,44 @@ def _check_block(sc: Scenario, block: DrawBlock, decode_s: np.ndarray, its: np.n
         if its[0] == 0:
             raise
         raise ConfigError(e.field, e.allowed, _Given(f"{e.given} (block from iteration {int(its[0])})")) from None
+
+
+#: values of ``gcsim simulate --engine``.
+ENGINES = ("auto", "simpy", "vector")
+
+
+def simulate_with(scenario: Scenario, engine: str = "auto", *, trace: str = "full",
+                  progress: bool | Callable[[int], None] = False) -> SimResult:
+    """Simulate with the chosen engine: ``"vector"`` (raises :class:`NeedsSimPy` where it cannot model the
+    scenario), ``"simpy"``, or ``"auto"`` – the vector engine whenever it models the scenario (it is
+    10–100× faster), else SimPy. The result's ``engine`` says which ran and ``engine_note`` (an attribute
+    set here) why SimPy was chosen, or ``""``.
+
+    Raises:
+        ConfigError: ``engine`` or ``trace`` not among the allowed values; NeedsSimPy for a forced vector
+            engine; every error of the engine that runs.
+    """
+    from gcsim.sim.engine import simulate
+
+    if engine not in ENGINES:
+        raise ConfigError("--engine", f"one of {', '.join(ENGINES)}", engine)
+    if trace not in TRACE_LEVELS:
+        raise ConfigError("--trace", f"one of {', '.join(TRACE_LEVELS)}", trace)
+    note = ""
+    if engine != "simpy":
+        reason = unsupported_reason(scenario)
+        if reason is None or engine == "vector":
+            try:
+                result = simulate_vector(scenario, trace=trace, progress=progress)
+                result.engine_note = ""
+                return result
+            except NeedsSimPy as e:
+                if engine == "vector":
+                    raise
+                note = e.reason
+        else:
+            note = reason
+    result = simulate(scenario, progress=progress)
+    result.trace = trace
+    result.engine_note = note
+    return result
