@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import click
 
@@ -71,16 +72,18 @@ def _fmt(x: float) -> str:
               help="random straggler sets per size beyond --max-patterns")
 @click.option("--payload-dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
               help="precision of the coded messages (float64: the simulator; float32: gcsim real)")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 @click.pass_context
 def check(ctx: click.Context, name: str, n: int, s: int, m: int, seed: int, max_patterns: int, samples: int,
-          payload_dtype: str) -> None:
+          payload_dtype: str, progress: bool | None) -> None:
     """Verify scheme NAME decodes every straggler pattern of size <= s (structured worst cases first)."""
     from gcsim.schemes.patterns import format_kinds
     from gcsim.schemes.verify import verify_scheme
 
     try:
         scheme = make_scheme(name, n=n, s=s, m=m, seed=seed, payload_dtype=payload_dtype)
-        r = verify_scheme(scheme, max_patterns=max_patterns, samples=samples, seed=seed)
+        r = verify_scheme(scheme, max_patterns=max_patterns, samples=samples, seed=seed,
+                          progress=sys.stderr.isatty() if progress is None else progress)
     except MemoryError:
         # the schemes hold dense (n x n) coefficients: a huge n cannot be built
         raise SchemeError.param(name, "n", "a number of workers whose n x n encoding fits in memory",

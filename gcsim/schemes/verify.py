@@ -114,7 +114,7 @@ def _history(scheme: Scheme, iterations: int) -> list[list[dict[int, int]]]:
 
 
 def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 2000, seed: int = 0,
-                  tolerance: float | None = None, gradient_length: int = 11) -> VerifyResult:
+                  tolerance: float | None = None, gradient_length: int = 11, progress: bool = False) -> VerifyResult:
     """Check every straggler pattern of size <= s (see module docstring).
 
     Args:
@@ -125,8 +125,10 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
         tolerance: pass threshold for residual and relative error (default: ``scheme.residual_tolerance``
             for the residual, ``scheme.error_tolerance`` – the payload precision's – for the error).
         gradient_length: length l of the random partition gradients (odd, to exercise chunk padding).
+        progress: show a tqdm bar (patterns checked, rate) on stderr; long checks are otherwise silent.
     Returns:
-        :class:`VerifyResult`; stops at the first failing pattern.
+        :class:`VerifyResult`; stops at the first failing pattern. (The CLI runs it with BLAS pinned
+        to one thread, :func:`gcsim.threads.one_blas_thread`: decoding is many small solves.)
     Raises:
         SchemeError: ``max_patterns`` or ``samples`` < 1.
     """
@@ -160,7 +162,11 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
                 res.failed_pattern, res.failure = (), f"iteration {t}: a message needs a gradient never computed ({e})"
                 return res
 
-    for idx, pattern in enumerate(straggler_patterns(n, s, max_patterns, samples, rng, res)):
+    from tqdm import tqdm
+
+    patterns = tqdm(straggler_patterns(n, s, max_patterns, samples, rng, res), desc=f"checking {scheme.name}",
+                    unit="pattern", disable=not progress, mininterval=0.5, dynamic_ncols=True)
+    for idx, pattern in enumerate(patterns):
         res.patterns_tried += 1
         t = idx % period
         stragglers = set(pattern)
