@@ -4,6 +4,10 @@
   (float64), for several straggler patterns injected as delays;
 * injected delays are honoured: an s-tolerant scheme does not wait for the delayed workers, uncoded does;
 * carry-over lets late work finish (the actor starts the next iteration late); cancel interrupts it.
+
+No assertion assumes how fast the machine is: a worker that must not be waited for is delayed by
+``HOLD_S`` (10 minutes; cancelled as soon as the others decode), so "not waited for" only assumes the
+other workers finish within 10 minutes, and waited-for delays are checked as lower bounds.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ N = 6
 BATCH = 26  # uneven slices: 5, 5, 4, 4, 4, 4
 SEED = 3
 DELAY_S = 1.5
+#: Delay of workers that must not be waited for: they are cancelled long before it ends on any machine.
+HOLD_S = 600.0
+#: drain() timeout: it returns as soon as nothing is outstanding, so a generous bound costs nothing.
+DRAIN_S = 120.0
 
 
 class FixedDelays:
@@ -41,7 +49,7 @@ class FixedDelays:
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(N * 12, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, 10, size=N * 12).astype(np.int64)
@@ -107,7 +115,7 @@ def test_decoded_gradient_equals_full_batch_gradient(cluster, name, s, m):
     shards = _setup(pool, images, labels, scheme)
     # straggler patterns (one per iteration): none, then s delayed workers at several positions
     patterns = [set()] + [set((first + 2 * i) % N for i in range(s)) for first in (0, 3, 5)] if s else [set()]
-    ps = _server(pool, scheme, FixedDelays({t: {w: DELAY_S for w in pat} for t, pat in enumerate(patterns)}))
+    ps = _server(pool, scheme, FixedDelays({t: {w: HOLD_S for w in pat} for t, pat in enumerate(patterns)}))
     model = build_model("small-cnn", seed=SEED, dtype="float64")
     weights = get_flat_weights(model)
     for t, pat in enumerate(patterns):
@@ -119,20 +127,21 @@ def test_decoded_gradient_equals_full_batch_gradient(cluster, name, s, m):
         assert scale > 0
         assert np.max(np.abs(res.gradient - expected)) <= 1e-10 * scale, (name, t, pat)
         assert res.exact
-    ps.drain(timeout_s=0.5)
+    ps.drain(timeout_s=DRAIN_S)
     wk = ps.workers_frame()
     for t, pat in enumerate(patterns):
         rows = wk[wk.iteration == t]
         assert set(rows[rows.status == "cancelled"].worker) >= pat
-        assert np.allclose(rows.delay_s, [DELAY_S if w in pat else 0.0 for w in range(N)])
+        assert np.allclose(rows.delay_s, [HOLD_S if w in pat else 0.0 for w in range(N)])
 
 
 def test_injected_delay_tolerated_vs_uncoded(cluster):
-    """Constant delay on s=1 worker: cce-fr finishes long before it ends, uncoded waits it out."""
+    """Constant delay on s=1 worker: cce-fr does not wait for it (HOLD_S, cancelled), uncoded waits
+    DELAY_S out (a lower bound: true however loaded the machine is)."""
     pool, images, labels = cluster
-    delays = FixedDelays({t: {1: DELAY_S} for t in range(2)})
     durations = {}
-    for name, s, m in (("cce-fr", 1, 2), ("uncoded", 0, 1)):
+    for name, s, m, delay in (("cce-fr", 1, 2, HOLD_S), ("uncoded", 0, 1, DELAY_S)):
+        delays = FixedDelays({t: {1: delay} for t in range(2)})
         scheme = make_scheme(name, N, s, m)
         _setup(pool, images, labels, scheme, dtype="float32")
         ps = _server(pool, scheme, delays)
@@ -140,7 +149,7 @@ def test_injected_delay_tolerated_vs_uncoded(cluster):
         for t in range(2):
             ps.step(t, weights)
             ps.end_iteration()
-        ps.drain(timeout_s=DELAY_S + 1)
+        ps.drain(timeout_s=DRAIN_S)
         it, wk = ps.iterations_frame(), ps.workers_frame()
         durations[name] = it.duration_s.to_numpy()
         w1 = wk[wk.worker == 1]
@@ -151,28 +160,31 @@ def test_injected_delay_tolerated_vs_uncoded(cluster):
         else:
             assert not np.any(w1.used) and np.all(w1.status == "cancelled")
     assert np.all(durations["uncoded"] >= DELAY_S)
-    assert np.all(durations["cce-fr"] < DELAY_S / 2), durations
+    assert np.all(durations["cce-fr"] < HOLD_S), durations  # it did not wait for worker 1
 
 
 def test_carry_over_starts_next_iteration_late(cluster):
     """carry-over: the delayed worker's stale call finishes (status late, arrival recorded) and its
     next call starts only then; with cancel the next call starts right away.
 
-    Not timing-sensitive by construction: worker 3 (worker 2's gc-fr group partner) is 1 s late in
+    Not timing-sensitive by construction: worker 3 (worker 2's gc-fr group partner) is late in
     iteration 1, so iteration 1 needs worker 2's reply under both policies (with cancel it is never
     cancelled before it is seen, so its start is always recorded), and drain() may wait as long as
-    a loaded machine needs (it returns as soon as nothing is out)."""
+    a loaded machine needs (it returns as soon as nothing is out). The delays are 1 s under
+    carry-over (checked as lower bounds) and HOLD_S under cancel (the next call starts long before
+    such a delay could end, on any machine)."""
     pool, images, labels = cluster
     scheme = make_scheme("gc-fr", N, 1, 1)
     _setup(pool, images, labels, scheme, dtype="float32")
     weights = get_flat_weights(build_model("small-cnn", seed=SEED))
     starts = {}
     for policy in ("carry-over", "cancel"):
-        ps = _server(pool, scheme, FixedDelays({0: {2: 1.0}, 1: {3: 1.0}}), policy=policy)
+        delay = 1.0 if policy == "carry-over" else HOLD_S
+        ps = _server(pool, scheme, FixedDelays({0: {2: delay}, 1: {3: delay}}), policy=policy)
         for t in range(2):
             ps.step(t, weights)
             ps.end_iteration()
-        ps.drain(timeout_s=60.0)
+        ps.drain(timeout_s=DRAIN_S)
         wk = ps.workers_frame().set_index(["iteration", "worker"])
         first, second = wk.loc[(0, 2)], wk.loc[(1, 2)]
         starts[policy] = second.compute_start_s - second.dispatch_s
@@ -182,4 +194,5 @@ def test_carry_over_starts_next_iteration_late(cluster):
             assert second.compute_start_s >= first.send_s  # queued behind the late call
         else:
             assert first.status == "cancelled" and np.isnan(first.arrival_s)
-    assert starts["carry-over"] > 0.5 > starts["cancel"]
+    assert starts["carry-over"] > 0  # queued behind the late call (lower bound: first.send_s above)
+    assert starts["cancel"] < HOLD_S  # the cancelled call did not hold the next one back
