@@ -103,17 +103,27 @@ class Workload(_Model):
 
 
 class Background(_Model):
-    """Cores taken from the workers by normal-priority processes on their host: the master (the Ray
+    """CPU taken from the workers by normal-priority processes on their host: the master (the Ray
     driver), Ray's daemons and any other program. Ray runs its workers at niceness 15, so those
     processes get what they ask for first (CFS weights 1024 vs 36) and the workers share
-    ``max(cores - background, cores × 36/1060)`` (:mod:`gcsim.sim.cpu`). Values are in cores (CPU-seconds
-    per second), drawn once per iteration: ``wait`` while the master waits for a decodable set,
-    ``finish`` while it decodes and updates the model (None: the ``wait`` draw). A real run measures
-    both per iteration (``other_cpu_wait_s`` / ``other_cpu_finish_s``, :mod:`gcsim.real.hostcpu`);
-    ``gcsim calibrate`` writes them from a run."""
+    ``max(cores - background, cores × 36/1060)`` (:mod:`gcsim.sim.cpu`). Two parts, drawn once per
+    iteration:
 
-    wait: DistSpec
+    * ``per_iteration_cpu_s``: CPU-seconds of work each iteration brings to the other processes
+      (dispatching the calls, moving the weights and replies through Ray, the master's bookkeeping),
+      run at priority from the iteration's start on up to ``burst_cores`` cores until done (None: 0);
+    * ``wait`` / ``finish``: a steady rate in cores while the master waits for a decodable set / while
+      it decodes and updates the model (another program, the master's polling; None: 0 / the
+      ``wait`` draw).
+
+    A real run measures the sum per phase (``other_cpu_wait_s`` / ``other_cpu_finish_s``,
+    :mod:`gcsim.real.hostcpu`); ``gcsim calibrate`` splits the wait phase's into the two parts by
+    regressing it on the phase's length (:func:`gcsim.compare.calibrate.background_cores`)."""
+
+    wait: Optional[DistSpec] = None
     finish: Optional[DistSpec] = None
+    per_iteration_cpu_s: Optional[DistSpec] = None
+    burst_cores: PosFinite = 1.0
 
 
 class Network(_Model):

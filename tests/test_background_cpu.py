@@ -127,20 +127,40 @@ def _sim_run(tmp_path, wait, finish, name="src", schemes=None):
     return write_sim_run(simulate(sc), sc, tmp_path / name)
 
 
-def test_background_cores_is_a_ratio_of_sums():
+def test_background_cores_splits_per_iteration_work_from_a_steady_rate():
     import pandas as pd
 
+    # two rows: too few to separate, a ratio of sums
     its = pd.DataFrame({"start_s": [0.0, 1.0], "decodable_s": [0.5, 2.5], "end_s": [0.6, 2.7],
                         "other_cpu_wait_s": [0.5, 0.5], "other_cpu_finish_s": [0.1, np.nan]})
-    w, f = background_cores(its)
-    assert w == pytest.approx(1.0 / 2.0)
-    assert f == pytest.approx(0.1 / 0.1)
-    assert background_cores(its.drop(columns=["other_cpu_wait_s", "other_cpu_finish_s"])) == (None, None)
+    w, f, a = background_cores(its)
+    assert (w, f, a) == (pytest.approx(1.0 / 2.0), pytest.approx(0.1 / 0.1), 0.0)
+    # other CPU = 0.08 s per iteration + 0.3 cores x the wait: both recovered
+    dw = np.array([0.2, 1.1, 0.25, 0.6, 1.3])
+    its = pd.DataFrame({"start_s": np.arange(5.0) * 2, "decodable_s": np.arange(5.0) * 2 + dw,
+                        "end_s": np.arange(5.0) * 2 + dw + 0.01, "other_cpu_wait_s": 0.08 + 0.3 * dw,
+                        "other_cpu_finish_s": np.full(5, 0.015)})
+    w, f, a = background_cores(its)
+    assert (w, a, f) == (pytest.approx(0.3), pytest.approx(0.08), pytest.approx(1.5))
+    assert background_cores(its.drop(columns=["other_cpu_wait_s", "other_cpu_finish_s"])) == (None, None, None)
+
+
+@pytest.mark.parametrize("per_it, expect_wait_s, expect_cpu_s", [
+    (0.12, (6 * C + 0.12) / 2, 0.12),  # the burst ends first: 1 core for 0.12 s, then both cores
+    (0.50, 6 * C / 1.0, 6 * C),        # the workers finish on one core while the burst still runs
+])
+def test_per_iteration_work_runs_at_priority_on_one_core(per_it, expect_wait_s, expect_cpu_s):
+    sc = _scenario(wait=0.0, finish=0.0, schemes=[{"name": "uncoded"}])
+    sc["workload"]["background"]["per_iteration_cpu_s"] = {"dist": "constant", "value": per_it}
+    it = simulate(validate_scenario(sc)).iterations
+    np.testing.assert_allclose(it["decodable_s"] - it["start_s"], expect_wait_s, rtol=1e-12)
+    np.testing.assert_allclose(it["other_cpu_wait_s"], expect_cpu_s, rtol=1e-12)
 
 
 def test_calibration_recovers_the_simulated_background(tmp_path):
     run = read_run_dir(_sim_run(tmp_path, 0.7, 1.3))
     cal = calibrate(run, warmup=2, use_measured_cpu=True)
+    assert cal.background_per_iteration_cpu_s == pytest.approx(0.0, abs=1e-6)
     assert cal.background_wait_cores == pytest.approx(0.7, rel=1e-6)
     assert cal.background_finish_cores == pytest.approx(1.3, rel=1e-6)
     assert cal.background_spec()["wait"] == {"dist": "constant", "value": pytest.approx(0.7)}
@@ -193,3 +213,17 @@ def test_calibrate_command_writes_a_scenario_simulate_runs(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gcsim: error: --out: expected a path that does not exist yet")
     assert out.read_bytes() == before
+
+
+def test_calibration_recovers_per_iteration_work_and_steady_rate(tmp_path):
+    from gcsim.sim.output import write_sim_run
+
+    sc = _scenario(wait=0.3, finish=0.8, iterations=60, schemes=[{"name": "uncoded"}],
+                   stragglers={"delay": {"dist": "bimodal", "p": 0.1, "delay": 0.2}})
+    sc["workload"]["background"]["per_iteration_cpu_s"] = {"dist": "constant", "value": 0.05}
+    sc = validate_scenario(sc)
+    run = read_run_dir(write_sim_run(simulate(sc), sc, tmp_path / "r"))
+    cal = calibrate(run, warmup=2, use_measured_cpu=True)
+    assert cal.background_per_iteration_cpu_s == pytest.approx(0.05, rel=1e-5)
+    assert cal.background_wait_cores == pytest.approx(0.3, rel=1e-5)
+    assert cal.background_spec()["per_iteration_cpu_s"]["value"] == pytest.approx(0.05, rel=1e-5)

@@ -140,15 +140,20 @@ class Calibration:
     dispatch_values_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     background_wait_cores: float | None = None
     background_finish_cores: float | None = None
+    background_per_iteration_cpu_s: float | None = None
 
     def background_spec(self) -> dict | None:
-        """``{wait: constant, finish: constant}`` cores taken by other processes (see
-        :func:`background_cores`), or None when not measured / no contention modelled."""
+        """``workload.background`` of the scenario: steady ``wait`` / ``finish`` cores and the
+        ``per_iteration_cpu_s`` of other processes (see :func:`background_cores`), or None when not
+        measured / no contention modelled."""
         if self.cores is None or self.background_wait_cores is None:
             return None
         fin = self.background_finish_cores if self.background_finish_cores is not None else self.background_wait_cores
-        return {"wait": {"dist": "constant", "value": float(self.background_wait_cores)},
-                "finish": {"dist": "constant", "value": float(fin)}}
+        out = {"wait": {"dist": "constant", "value": float(self.background_wait_cores)},
+               "finish": {"dist": "constant", "value": float(fin)}}
+        if self.background_per_iteration_cpu_s:
+            out["per_iteration_cpu_s"] = {"dist": "constant", "value": float(self.background_per_iteration_cpu_s)}
+        return out
 
     def dispatch_spec(self, permutation_seed: int | None = None) -> dict | None:
         """``{dist: empirical, values: [...]}`` of the per worker-iteration dispatch seconds
@@ -200,6 +205,7 @@ class Calibration:
             "dispatch_p95_s": float(np.quantile(self.dispatch_values_s, 0.95)) if self.dispatch_values_s.size else 0.0,
             "background_wait_cores": self.background_wait_cores,
             "background_finish_cores": self.background_finish_cores,
+            "background_per_iteration_cpu_s": self.background_per_iteration_cpu_s,
         }
 
 
@@ -470,21 +476,40 @@ def fit_transfer(payload_bytes: np.ndarray, transfer_s: np.ndarray) -> tuple[Tra
     return fit, notes
 
 
-def background_cores(iterations: pd.DataFrame) -> tuple[float | None, float | None]:
-    """Cores other processes took from the workers, pooled over iterations: ``Σ other_cpu_wait_s /
-    Σ (decodable_s - start_s)`` and ``Σ other_cpu_finish_s / Σ (end_s - decodable_s)`` over the rows
-    where both are finite (a ratio of sums: each reading is only good to one clock tick, the sum to
-    one tick per iteration). ``(None, None)`` when the trace did not measure them (versions 1–2)."""
-    out = []
-    for col, a, b in (("other_cpu_wait_s", "start_s", "decodable_s"), ("other_cpu_finish_s", "decodable_s", "end_s")):
-        cpu = pd.to_numeric(iterations.get(col), errors="coerce").to_numpy(float) if col in iterations else np.zeros(0)
-        if cpu.size == 0:
-            out.append(None)
-            continue
-        dt = (pd.to_numeric(iterations[b], errors="coerce") - pd.to_numeric(iterations[a], errors="coerce")).to_numpy(float)
-        ok = np.isfinite(cpu) & np.isfinite(dt) & (dt > 0)
-        out.append(float(cpu[ok].sum() / dt[ok].sum()) if ok.any() and dt[ok].sum() > 0 else None)
-    return out[0], out[1]
+def background_cores(iterations: pd.DataFrame) -> tuple[float | None, float | None, float | None]:
+    """What other processes took from the workers: ``(wait_cores, finish_cores, per_iteration_cpu_s)``.
+
+    The wait phase's other-process CPU of iteration ``t`` is modelled as ``a + b × (decodable_s -
+    start_s)``: ``a`` CPU-seconds of work every iteration brings (dispatching, Ray moving weights and
+    replies, the master's bookkeeping: the same whatever the scheme, so a fast scheme sees more of it
+    per second) plus a steady ``b`` cores (another program, the master's polling). ``a, b >= 0`` by
+    non-negative least squares (Lawson & Hanson 1974, ``scipy.optimize.nnls``) over the iterations
+    where the column is finite; the phase lengths of a run with stragglers spread enough to separate
+    them (with fewer than 3 iterations or one length: ``a = 0``, ``b`` the ratio of sums). The finish
+    phase (a few ms, a clock tick or two per reading) is a ratio of sums ``Σ other_cpu_finish_s /
+    Σ (end_s - decodable_s)``. ``(None, None, None)`` when the trace did not measure them (versions 1–2).
+    """
+    from scipy.optimize import nnls
+
+    def col(name):
+        return pd.to_numeric(iterations[name], errors="coerce").to_numpy(float) if name in iterations else None
+
+    wait_cpu, fin_cpu = col("other_cpu_wait_s"), col("other_cpu_finish_s")
+    if wait_cpu is None or fin_cpu is None:
+        return None, None, None
+    start, dec, end = col("start_s"), col("decodable_s"), col("end_s")
+    dw, df = dec - start, end - dec
+    ok = np.isfinite(wait_cpu) & np.isfinite(dw) & (dw > 0)
+    if not ok.any():
+        return None, None, None
+    x, y = dw[ok], wait_cpu[ok]
+    if ok.sum() >= 3 and np.ptp(x) > 0:
+        (a, b), _ = nnls(np.column_stack([np.ones_like(x), x]), y)
+    else:
+        a, b = 0.0, float(y.sum() / x.sum())
+    okf = np.isfinite(fin_cpu) & np.isfinite(df) & (df > 0)
+    fin = float(fin_cpu[okf].sum() / df[okf].sum()) if okf.any() else None
+    return float(b), fin, float(a)
 
 
 def recorded_cores(run: RunDir) -> float | None:
@@ -630,13 +655,14 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     elif cores is not None:
         notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing); "
                      f"per-call overhead mean {over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU")
-    bg_wait = bg_fin = None
+    bg_wait = bg_fin = bg_it = None
     if cores is not None and use_measured and bg_its:
-        bg_wait, bg_fin = background_cores(pd.concat(bg_its, ignore_index=True))
+        bg_wait, bg_fin, bg_it = background_cores(pd.concat(bg_its, ignore_index=True))
         if bg_wait is not None:
-            notes.append(f"other processes took {bg_wait:.3f} of {cores:g} cores while the master waited and "
-                         f"{(bg_fin if bg_fin is not None else bg_wait):.3f} while it decoded and stepped "
-                         f"(measured: other_cpu_wait_s, other_cpu_finish_s); the workers share the rest")
+            notes.append(f"other processes took {bg_it * 1e3:.1f} ms of CPU per iteration plus a steady {bg_wait:.3f} "
+                         f"of {cores:g} cores while the master waited, {(bg_fin if bg_fin is not None else bg_wait):.3f} "
+                         f"cores while it decoded and stepped (measured: other_cpu_wait_s, other_cpu_finish_s); "
+                         f"the workers share the rest")
         else:
             notes.append("no other-process CPU recorded (trace older than version 3): the workers are "
                          "given every core, which over-predicts their speed on a loaded machine")
@@ -647,7 +673,8 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                        n_compute_rows=n_rows, n_censored=n_cens, transfer=transfer, master_values_s=m,
                        start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes),
                        cores=cores, overhead_values_s=np.maximum(over, 0.0), cancel_granularity=granularity,
-                       background_wait_cores=bg_wait, background_finish_cores=bg_fin)
+                       background_wait_cores=bg_wait, background_finish_cores=bg_fin,
+                       background_per_iteration_cpu_s=bg_it)
 
 
 def require_same_n(source: RunDir, target: RunDir) -> None:

@@ -289,9 +289,10 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
             else:
                 cal = shared
             if options.load_from == "target" and cal.cores is not None and options.cpu_source == "measured":
-                w_bg, f_bg = background_cores(drop_warmup(run.iterations_of(sch), w))
+                w_bg, f_bg, it_bg = background_cores(drop_warmup(run.iterations_of(sch), w))
                 if w_bg is not None:
-                    cal = dataclasses.replace(cal, background_wait_cores=w_bg, background_finish_cores=f_bg)
+                    cal = dataclasses.replace(cal, background_wait_cores=w_bg, background_finish_cores=f_bg,
+                                              background_per_iteration_cpu_s=it_bg)
             sim_its, sim_wks = simulate_like(run, sch, cal, options, simulate)
             if options.mode == "paired":
                 check_replay(run.workers_of(sch), sim_wks[sim_wks["scheme"] == sch], run.label)

@@ -102,8 +102,10 @@ def _header(run: RunDir, cal: Calibration, command: str) -> str:
     ]
     if d["background_wait_cores"] is not None:
         fin = d["background_finish_cores"] if d["background_finish_cores"] is not None else d["background_wait_cores"]
-        lines.append(f"  workload.background: other processes took {d['background_wait_cores']:.3f} cores while the "
-                     f"master waited, {fin:.3f} while it decoded and stepped")
+        lines.append(f"  workload.background: other processes (the master, Ray, other programs) took "
+                     f"{(d['background_per_iteration_cpu_s'] or 0.0) * 1e3:.1f} ms of CPU per iteration plus a "
+                     f"steady {d['background_wait_cores']:.3f} cores while the master waited, {fin:.3f} while it "
+                     f"decoded and stepped")
         lines.append("    (measured on this run's machine: edit it for a busier or quieter machine)")
     lines += [
         f"  network.dispatch: model broadcast lag per worker, mean {d['dispatch_mean_s'] * 1e3:.2f} ms",

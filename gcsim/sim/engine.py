@@ -292,31 +292,36 @@ BACKGROUND_STREAM = 0xB6C0C0E5
 NICE15_SHARE = 36.0 / (1024.0 + 36.0)
 
 
-def background_draws(sc: Scenario) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(wait, finish)``, each ``(I,)`` cores taken by other processes per iteration
+def background_draws(sc: Scenario) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(wait, finish, per_iteration)``, each ``(I,)``: the steady cores other processes take while the
+    master waits / finishes, and the CPU-seconds of per-iteration work they run at priority
     (``workload.background``), or None when unset. Drawn from the keyed stream
-    ``default_rng([seed, BACKGROUND_STREAM, iteration])`` (``wait`` first, then ``finish``), so every
-    other draw is the same with or without it.
+    ``default_rng([seed, BACKGROUND_STREAM, iteration])`` (``wait``, ``finish``, ``per_iteration_cpu_s``
+    in that order; an unset one uses no uniforms), so every other draw is the same with or without it.
 
     Raises:
-        ConfigError: field ``workload.background.wait|finish`` when a draw is negative or not finite.
+        ConfigError: field ``workload.background.<name>`` when a draw is negative or not finite.
     """
     bg = sc.workload.background
     if bg is None:
         return None
-    wait_d = build_distribution(bg.wait)
-    fin_d = build_distribution(bg.finish) if bg.finish is not None else None
-    wait, fin = np.zeros(sc.iterations), np.zeros(sc.iterations)
+    dists = [build_distribution(spec) if spec is not None else None
+             for spec in (bg.wait, bg.finish, bg.per_iteration_cpu_s)]
+    out = np.zeros((3, sc.iterations))
     for t in range(sc.iterations):
         rng = np.random.default_rng([int(sc.seed), BACKGROUND_STREAM, t])
-        wait[t] = wait_d.from_uniform(rng.random((1, wait_d.n_uniforms)))[0]
-        fin[t] = fin_d.from_uniform(rng.random((1, fin_d.n_uniforms)))[0] if fin_d is not None else wait[t]
-    for name, v in (("wait", wait), ("finish", fin)):
+        for k, d in enumerate(dists):
+            if d is not None:
+                out[k, t] = d.from_uniform(rng.random((1, d.n_uniforms)))[0]
+    if dists[1] is None:
+        out[1] = out[0]
+    for k, name in enumerate(("wait", "finish", "per_iteration_cpu_s")):
+        v = out[k]
         bad = np.flatnonzero(~(np.isfinite(v) & (v >= 0)))
         if bad.size:
-            raise ConfigError(f"workload.background.{name}", "a distribution whose draws are finite cores >= 0",
+            raise ConfigError(f"workload.background.{name}", "a distribution whose draws are finite numbers >= 0",
                               _Given(f"{v[bad[0]]} (iteration {int(bad[0])})"))
-    return wait, fin
+    return out[0], out[1], out[2]
 
 
 def worker_cores(cores: float, background: float) -> float:
@@ -453,6 +458,20 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
 
     cpu = ProcessorSharing(env, sc.workload.cores) if sc.workload.cores is not None else None
     background = background_draws(sc) if cpu is not None else None
+    cores = sc.workload.cores
+    burst_cores = sc.workload.background.burst_cores if background is not None else 0.0
+    bg_state = {"steady": 0.0, "burst": 0.0, "it": -1}  # what other processes take now
+    burst_in_wait = np.zeros(I)  # CPU-seconds of the per-iteration work done before decodable_s
+
+    def apply_background() -> None:
+        cpu.set_cores(worker_cores(cores, bg_state["steady"] + bg_state["burst"]))
+
+    def end_burst(it: int, _ev=None) -> None:
+        if bg_state["it"] == it and bg_state["burst"] > 0:
+            if np.isnan(decodable[it]):
+                burst_in_wait[it] = background[2][it]
+            bg_state["burst"] = 0.0
+            apply_background()
     overhead_s = block.call_overhead_s if block.call_overhead_s is not None else np.zeros((I, n))
 
     def worker_shared_cpu(w: int):
@@ -513,7 +532,12 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
         for it in range(I):
             start[it] = env.now
             if background is not None:
-                cpu.set_cores(worker_cores(sc.workload.cores, background[0][it]))
+                bg_state.update(steady=background[0][it], burst=0.0, it=it)
+                rate = min(burst_cores, max(cores - background[0][it], 0.0))
+                if background[2][it] > 0 and rate > 0:
+                    bg_state["burst"] = rate
+                    env.timeout(background[2][it] / rate).callbacks.append(partial(end_burst, it))
+                apply_background()
             assign, msgs, segs, n_msgs_of = plans.at(it)
             if max(len(a) for a in assign) > cum.shape[2] - 1:
                 raise SchemeError.param(scheme.name, f"assignment at iteration {it}",
@@ -542,7 +566,10 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
             yield cond
             decodable[it] = env.now
             if background is not None:
-                cpu.set_cores(worker_cores(sc.workload.cores, background[1][it]))
+                if bg_state["burst"] > 0:  # the per-iteration work goes on into the finish phase
+                    burst_in_wait[it] = bg_state["burst"] * (env.now - start[it])
+                bg_state["steady"] = background[1][it]
+                apply_background()
             dec = result["dec"]
             n_arrived[it] = len(order)
             n_used[it] = len(dec.used)
@@ -573,7 +600,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     it_df = pd.DataFrame({
         "scheme": label, "iteration": np.arange(I), "start_s": start, "decodable_s": decodable, "end_s": end,
         "duration_s": end - start, "n_arrived": n_arrived, "n_used": n_used,
-        "other_cpu_wait_s": (np.minimum(background[0], sc.workload.cores) * (decodable - start)
+        "other_cpu_wait_s": (np.minimum(background[0], sc.workload.cores) * (decodable - start) + burst_in_wait
                              if background is not None else np.nan),
         "other_cpu_finish_s": (np.minimum(background[1], sc.workload.cores) * (end - decodable)
                                if background is not None else np.nan),
