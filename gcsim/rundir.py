@@ -191,6 +191,8 @@ def check_out_dir(out_dir: str | Path, field: str = "--out") -> Path:
     p = Path(out_dir)
     if str(out_dir) == "":
         raise ConfigError(field, NEW_OR_EMPTY, str(out_dir))
+    if any(len(part.encode()) > 255 for part in p.parts):
+        raise ConfigError(field, "a path whose every name is at most 255 bytes", str(out_dir))
     try:
         if p.exists() and not p.is_dir():
             raise ConfigError(field, NEW_OR_EMPTY, _Given(f"{str(out_dir)!r} (not a directory)"))
@@ -201,8 +203,6 @@ def check_out_dir(out_dir: str | Path, field: str = "--out") -> Path:
         what = "another run is writing it" if CLAIM_NAME in held else \
             f"holding {', '.join(held[:3])}{', ...' if len(held) > 3 else ''}"
         raise ConfigError(field, NEW_OR_EMPTY, _Given(f"{str(out_dir)!r} ({what})"))
-    if any(len(part.encode()) > 255 for part in p.parts):
-        raise ConfigError(field, "a path whose every name is at most 255 bytes", str(out_dir))
     parent = p.absolute().parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -225,6 +225,7 @@ class NewRunDir:
     path: Path
     created: bool
     _claim: Path | None = field(default=None, repr=False)
+    _made_parents: list[Path] = field(default_factory=list, repr=False)
 
     def release(self) -> None:
         """Remove the claim marker (the run has written what it will write)."""
@@ -233,8 +234,8 @@ class NewRunDir:
             self._claim = None
 
     def discard(self) -> None:
-        """Remove everything in the directory, and the directory itself when this process created it
-        (a pre-existing empty ``--out`` is left empty)."""
+        """Remove everything in the directory, and the directory itself (with the parents created for
+        it, while empty) when this process created it (a pre-existing empty ``--out`` is left empty)."""
         for child in list(self.path.iterdir()) if self.path.is_dir() else []:
             if child.name == CLAIM_NAME:
                 continue
@@ -246,6 +247,8 @@ class NewRunDir:
         if self.created:
             with contextlib.suppress(OSError):
                 self.path.rmdir()
+                for parent in self._made_parents:  # deepest first; only while empty
+                    parent.rmdir()
 
 
 def _os_error(field: str, path: Path, e: OSError) -> ConfigError:
@@ -256,6 +259,16 @@ def _os_error(field: str, path: Path, e: OSError) -> ConfigError:
 class _Given(str):
     def __repr__(self) -> str:
         return str(self)
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """``path`` and its ancestors that do not exist yet, deepest first."""
+    out = []
+    for p in (path, *path.absolute().parents):
+        if p.exists():
+            break
+        out.append(p)
+    return out
 
 
 def _claim(path: Path, field: str) -> Path:
@@ -296,6 +309,7 @@ def new_run_dir(out_dir: str | Path | None, *, root: str | Path, prefix: str, fi
     if out_dir is not None:
         path = check_out_dir(out_dir, field)
         created = True
+        made = _missing_dirs(path.parent) if path.name else []
         try:
             os.mkdir(path)
         except FileExistsError:
@@ -313,7 +327,7 @@ def new_run_dir(out_dir: str | Path | None, *, root: str | Path, prefix: str, fi
         except OSError as e:
             raise _os_error(field, path, e) from None
         try:
-            return NewRunDir(path, created, _claim(path, field))
+            return NewRunDir(path, created, _claim(path, field), made)
         except ConfigError:
             if created and path.is_dir() and not any(path.iterdir()):
                 with contextlib.suppress(OSError):
@@ -323,6 +337,7 @@ def new_run_dir(out_dir: str | Path | None, *, root: str | Path, prefix: str, fi
         raise ConfigError(prefix_field, f"at most {MAX_PREFIX_BYTES} bytes (it names the run directory)",
                           _Given(f"{len(prefix.encode())} bytes"))
     root = Path(root)
+    made = _missing_dirs(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -336,7 +351,7 @@ def new_run_dir(out_dir: str | Path | None, *, root: str | Path, prefix: str, fi
             continue
         except OSError as e:
             raise _os_error(field, path, e) from None
-        return NewRunDir(path, True, _claim(path, field))
+        return NewRunDir(path, True, _claim(path, field), made)
     raise ConfigError(field, "a free run-directory name", _Given(f"{root / base}-* all taken"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -43,7 +44,7 @@ def prepare(source, data_dir, download, force, expect_train_per_class, expect_te
     else:
         report = data.prepare_from_image_folder(
             source, data_dir, expect_train_per_class=expect_train_per_class,
-            expect_test_per_class=expect_test_per_class, force=force, progress=True)
+            expect_test_per_class=expect_test_per_class, force=force, progress=sys.stderr.isatty())
     where = Path(data_dir) / data.BATCHES_DIR
     state = "already prepared (use --force to convert again)" if report.already_prepared else "written"
     click.echo(f"CIFAR-10 {state}: {where}")

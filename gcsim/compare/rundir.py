@@ -18,7 +18,7 @@ import yaml
 
 from gcsim.errors import ConfigError, RunDirError
 from gcsim.rundir import RunStatus, effective_status, read_status
-from gcsim.yamlio import read_yaml
+from gcsim.yamlio import YamlBoundsError, read_yaml
 from gcsim.trace import (ITERATION_COLUMNS, SUMMARY_COLUMNS, TRACE_FORMAT_VERSION, WORKER_COLUMNS, read_meta,
                          read_table)
 
@@ -105,6 +105,8 @@ def _read_yaml(path: Path) -> dict:
         raise RunDirError(f"{path}: missing")
     try:
         _, data = read_yaml(path)
+    except YamlBoundsError as e:
+        raise RunDirError(f"{path}: expected YAML with {e.allowed}, got {e.given}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         msg = str(e).replace("\n", " ")
         raise RunDirError(f"{path}: unreadable YAML ({msg})") from None
@@ -180,9 +182,9 @@ def read_run_dir(path: str | Path) -> RunDir:
                           (wk_path, workers, ["scheme", "iteration", "worker"])):
         dup = df.duplicated(key)
         if dup.any():
-            first = df.loc[dup, key].iloc[0].tolist()
+            first = ", ".join(f"{k}={v}" for k, v in zip(key, df.loc[dup, key].iloc[0].tolist()))
             raise RunDirError(f"{path}: expected one row per ({', '.join(key)}), got {int(dup.sum())} duplicate "
-                              f"row(s), first {first} (hand-edited?)")
+                              f"row(s), first at {first} (hand-edited?)")
     it_pairs = set(zip(iterations["scheme"], iterations["iteration"].astype(int)))
     wk_pairs = set(zip(workers["scheme"], workers["iteration"].astype(int)))
     if it_pairs != wk_pairs:

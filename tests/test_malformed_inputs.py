@@ -1,0 +1,254 @@
+"""Malformed inputs a new user can give: scenarios, flags, run directories, image folders (issue 15).
+
+Every case runs the real CLI entry point (:func:`gcsim.cli.main`) in a scratch working directory and
+asserts: exit status 2, exactly one line on stderr of the shape ``gcsim: error: <field>: expected
+<allowed>, got <given>`` matching the case's pattern, no traceback, and no file created, changed or
+removed anywhere under the working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gcsim.cli import main
+
+SCENARIO = {
+    "name": "mal", "n_workers": 4, "iterations": 5, "seed": 1,
+    "schemes": [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}],
+    "workload": {"gradient_bytes": 1e3, "model_bytes": 1e3, "compute": {"dist": "constant", "value": 0.01}},
+    "stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}},
+}
+ONE_LINE = re.compile(r"^gcsim: error: [^\n]*: expected [^\n]*, got [^\n]*\n$")
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Relative path -> (size, mtime_ns) of everything under ``root`` (directories: size 0)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        out[str(p.relative_to(root))] = (0 if p.is_dir() else st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _refused(argv: list[str], pattern: str, cwd: Path, capsys) -> str:
+    """Run ``gcsim argv`` in ``cwd``; assert the one-line refusal matching ``pattern`` and no file
+    change under ``cwd``. Returns the line."""
+    before = _snapshot(cwd)
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        rc = main(argv)
+    finally:
+        os.chdir(old)
+    out, err = capsys.readouterr()
+    assert rc == 2, (rc, out, err)
+    assert "Traceback" not in err and "Warning" not in err, err
+    assert ONE_LINE.match(err), err
+    assert re.search(pattern, err), (pattern, err)
+    assert _snapshot(cwd) == before, "files were created, changed or removed"
+    return err
+
+
+@pytest.fixture
+def work(tmp_path):
+    """A scratch working directory holding ``ok.yaml`` (a valid scenario)."""
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump(SCENARIO))
+    return tmp_path
+
+
+def _bomb(levels: int = 6, width: int = 10) -> str:
+    lines = ["l0: &l0 [" + ", ".join(["x"] * width) + "]"]
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+SCENARIO_TEXTS = {
+    "nested 3000 deep": ("name: x\nn_workers: " + "[" * 3000 + "]" * 3000 + "\n",
+                         r"scenario: expected YAML with nesting at most 64 levels deep, got '.*': deeper at line 2$"),
+    "alias bomb": (_bomb(), r"scenario: expected YAML with at most 100000 values with aliases expanded, got "
+                            r"'.*': more \(alias expansion\) at line \d+$"),
+    "alias bomb inside a field": (yaml.safe_dump(SCENARIO) + "extra:\n  " + _bomb().replace("\n", "\n  "),
+                                  r"scenario: expected YAML with at most 100000 values with aliases expanded"),
+    "recursive alias": ("a: &a [1, *a]\n", r"scenario: expected YAML with no recursive aliases, got '.*': one at "
+                                            r"line 1$"),
+    "too many aliases": ("a: &a 1\nb: [" + ", ".join(["*a"] * 1001) + "]\n",
+                         r"scenario: expected YAML with at most 1000 aliases, got '.*': more at line 2$"),
+    "over 1 MiB": ("name: x\n" + "#" * (1 << 20) + "\n",
+                   r"scenario: expected YAML with a file of at most 1048576 bytes, got '.*': 1048585 bytes$"),
+    "name of 300 characters": (yaml.safe_dump({**SCENARIO, "name": "a" * 300}),
+                               r"name: expected letters, digits, '_', '\.', '-', at most 100 of them \(used in "
+                               r"directory names\), got 'aaaaaaaaaaaaaaaaaaaa'\.\.\. \(300 characters\)$"),
+    "key given twice": ("name: a\nname: b\n", r"name: expected a key given once, got 'name' twice \(lines 1 and 2\)$"),
+    "huge delays": (yaml.safe_dump({**SCENARIO, "stragglers": {"delay": {"dist": "constant", "value": 1e308}}}),
+                    r"stragglers\.delay: expected draws that keep the simulated run under"),
+}
+
+
+@pytest.mark.parametrize("case", list(SCENARIO_TEXTS))
+def test_malformed_scenario(case, work, capsys):
+    text, pattern = SCENARIO_TEXTS[case]
+    (work / "bad.yaml").write_text(text)
+    for extra in ([], ["--out", "o"]):
+        _refused(["simulate", "bad.yaml", "--no-progress", *extra], pattern, work, capsys)
+
+
+FLAGS = {
+    "compare --seed -1": (["compare", "--seed", "-1"], r"--seed: expected an integer in \[0, 4294967295\], got -1$"),
+    "simulate --seed 2**32": (["simulate", "ok.yaml", "--seed", str(2**32)],
+                              r"--seed: expected an integer in \[0, 4294967295\], got 4294967296$"),
+    "simulate --iterations 0": (["simulate", "ok.yaml", "--iterations", "0"],
+                                r"--iterations: expected an integer >= 1, got 0$"),
+    "--out under /proc": (["simulate", "ok.yaml", "--out", "/proc/gcsim-x"],
+                          r"--out: expected a path where a directory can be created, got '/proc/gcsim-x' \("),
+    "--out a file": (["simulate", "ok.yaml", "--out", "ok.yaml"],
+                     r"--out: expected a new or empty directory, got 'ok.yaml' \(not a directory\)$"),
+    "--out a name of 300 bytes": (["simulate", "ok.yaml", "--out", "d" * 300],
+                                  r"--out: expected a path whose every name is at most 255 bytes, got 'd+'$"),
+    "real without --scheme": (["real"], r"--scheme: expected a scheme name \(see `gcsim schemes`\), got None$"),
+}
+
+
+@pytest.mark.parametrize("case", list(FLAGS))
+def test_malformed_flag(case, work, capsys):
+    argv, pattern = FLAGS[case]
+    if "/proc" in case and not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    _refused(argv + ["--no-progress"] if argv[0] == "simulate" else argv, pattern, work, capsys)
+
+
+def test_out_holding_files_is_refused_and_left_alone(work, capsys):
+    (work / "full").mkdir()
+    (work / "full" / "mine.txt").write_text("keep")
+    _refused(["simulate", "ok.yaml", "--out", "full", "--no-progress"],
+             r"--out: expected a new or empty directory, got 'full' \(holding mine\.txt\)$", work, capsys)
+
+
+# --------------------------------------------------------------------------- run directories
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory):
+    """A complete simulated run directory (a valid input of ``gcsim compare``)."""
+    root = tmp_path_factory.mktemp("simrun")
+    (root / "s.yaml").write_text(yaml.safe_dump(SCENARIO))
+    assert main(["simulate", str(root / "s.yaml"), "--out", str(root / "run"), "--no-progress"]) == 0
+    return root / "run"
+
+
+def _dup_first_row(name):
+    def f(d):
+        lines = (d / name).read_text().splitlines(keepends=True)
+        (d / name).write_text("".join(lines[:2] + lines[1:]))
+    return f
+
+
+def _status(data):
+    def f(d):
+        (d / "status.json").write_text(json.dumps(data))
+    return f
+
+
+def _dead_pid() -> int:
+    pid = 2**22 - 7
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid -= 1
+
+
+RUN_DIRS = {
+    "duplicate iteration rows": (_dup_first_row("iterations.csv"),
+                                 r"iterations\.csv: expected one row per \(scheme, iteration\), got 1 duplicate "
+                                 r"row\(s\), first at scheme=uncoded, iteration=0 \(hand-edited\?\)$"),
+    "duplicate worker rows": (_dup_first_row("workers.csv"),
+                              r"workers\.csv: expected one row per \(scheme, iteration, worker\), got 1 duplicate"),
+    "status outside the vocabulary": (_status({"status": "bogus"}),
+                                      r"status\.json: status: expected one of running, finished, interrupted, "
+                                      r"failed, got 'bogus'$"),
+    "status running, process gone": (_status({"status": "running", "pid": _dead_pid()}),
+                                     r"status\.json: status: expected a finished run, got 'running' \(its process "
+                                     r"is gone: dead, or half-written\)$"),
+    "status not an object": (_status([1, 2]), r"status\.json: expected a JSON object, got list$"),
+    "config.yaml alias bomb": (lambda d: (d / "config.yaml").write_text(_bomb()),
+                               r"config\.yaml: expected YAML with at most 100000 values with aliases expanded, got more "
+                               r"\(alias expansion\) at line 5$"),
+}
+
+
+@pytest.mark.parametrize("case", list(RUN_DIRS))
+def test_malformed_run_dir(case, sim_run, work, capsys):
+    import shutil
+
+    breaker, pattern = RUN_DIRS[case]
+    shutil.copytree(sim_run, work / "run")
+    breaker(work / "run")
+    line = _refused(["compare", "run", "--out", "cmp", "--no-progress"], pattern, work, capsys)
+    assert line.startswith("gcsim: error: run/") or line.startswith(f"gcsim: error: {work}")
+
+
+# --------------------------------------------------------------------------- image folders
+def _png_header_only(width: int, height: int) -> bytes:
+    """A PNG that declares ``width`` x ``height`` 1-bit pixels (an empty image stream)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def image_folder(work):
+    pytest.importorskip("PIL")
+    from gcsim.real.data import make_random_image_folder
+
+    return make_random_image_folder(work / "src", train_per_class=1, test_per_class=1)
+
+
+@pytest.mark.parametrize("width, height, pattern", [
+    (20000, 20000, r"image train/cat/0\.png: size: expected 32x32, got a far larger image"),
+    (33, 32, r"image train/cat/0\.png: size: expected 32x32, got 33x32$"),
+])
+def test_image_size_checked_before_decoding(width, height, pattern, image_folder, work, capsys):
+    pytest.importorskip("torchvision")
+    (image_folder / "train" / "cat" / "0.png").write_bytes(_png_header_only(width, height))
+    _refused(["data", "prepare", "--source", "src", "--data-dir", "d"], pattern, work, capsys)
+
+
+def test_data_prepare_without_torchvision_converts_nothing(image_folder, work, capsys, monkeypatch):
+    import importlib.util
+
+    import gcsim.real.data as data
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torchvision" else real_find_spec(name, *a))
+    decoded = []
+    monkeypatch.setattr(data, "_decode_image", lambda e: decoded.append(e))
+    before = _snapshot(work)
+    old = os.getcwd()
+    os.chdir(work)
+    try:
+        rc = main(["data", "prepare", "--source", "src", "--data-dir", "d"])
+    finally:
+        os.chdir(old)
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("gcsim: error: this command needs the optional 'real' dependencies (torch, "
+                               "torchvision, ray): missing module 'torchvision'; install them with: pip install "
+                               "-e '.[real]'\n")
+    assert decoded == [] and _snapshot(work) == before
+
+
+def test_plain_gcsim_prints_help_and_exits_0(capsys):
+    assert main([]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("Usage: gcsim [OPTIONS] COMMAND [ARGS]...") and "simulate" in out and err == ""
