@@ -1,0 +1,208 @@
+"""Run directories (gcsim/rundir.py): unique names, exclusive creation, cleanup, status, private Ray.
+
+Concurrency is tested with real processes (``gcsim simulate`` started together) and with threads
+racing on a frozen clock (every run "in the same second", deterministically). No assertion depends
+on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+import gcsim.rundir as rundir
+from gcsim.errors import ConfigError, RunDirError, RunFailedError
+from gcsim.rundir import CLAIM_NAME, RunStatus, effective_status, new_run_dir, read_status, write_status
+
+SCENARIO = {
+    "name": "par", "n_workers": 4, "iterations": 20, "seed": 1,
+    "schemes": [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}],
+    "workload": {"gradient_bytes": 1e3, "model_bytes": 1e3, "compute": {"dist": "constant", "value": 0.01}},
+    "stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}},
+}
+GCSIM = [sys.executable, "-c", "import sys; from gcsim.cli import main; sys.exit(main())"]
+REFUSAL = re.compile(r"^gcsim: error: --out: expected a new or empty directory, got '.*' "
+                     r"\((another run is writing it|holding .*)\)\n$")
+
+
+def _race(fn, k: int) -> list:
+    """Run ``fn(i)`` in ``k`` threads released together; results (or exceptions) by i."""
+    barrier, out = threading.Barrier(k), [None] * k
+
+    def work(i):
+        barrier.wait()
+        try:
+            out[i] = fn(i)
+        except Exception as e:  # noqa: BLE001 - the test inspects it
+            out[i] = e
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_same_second_default_names_are_distinct(tmp_path, monkeypatch):
+    monkeypatch.setattr(rundir, "utc_stamp", lambda: "20250101T000000Z")
+    runs = _race(lambda i: new_run_dir(None, root=tmp_path / "runs", prefix="x"), 8)
+    names = sorted(r.path.name for r in runs)
+    assert names == sorted(["x-20250101T000000Z"] + [f"x-20250101T000000Z-{k}" for k in range(2, 9)])
+    for r in runs:
+        assert os.listdir(r.path) == [CLAIM_NAME]
+        r.release()
+        assert os.listdir(r.path) == []
+
+
+def test_same_out_one_wins_the_others_are_refused(tmp_path):
+    out = tmp_path / "same"
+    results = _race(lambda i: new_run_dir(out, root=tmp_path, prefix="x"), 6)
+    winners = [r for r in results if isinstance(r, rundir.NewRunDir)]
+    losers = [r for r in results if isinstance(r, ConfigError)]
+    assert len(winners) == 1 and len(losers) == 5
+    assert all(str(e).startswith(f"--out: expected a new or empty directory, got '{out}' (") for e in losers)
+    assert out.is_dir() and os.listdir(out) == [CLAIM_NAME]  # the losers removed nothing of the winner's
+
+
+def test_discard_removes_the_run_and_the_parents_it_made_but_not_an_existing_empty_out(tmp_path):
+    run = new_run_dir(None, root=tmp_path / "a" / "b", prefix="x")
+    (run.path / "config.yaml").write_text("x")
+    run.discard()
+    assert list(tmp_path.iterdir()) == []
+    here = tmp_path / "here"
+    here.mkdir()
+    run = new_run_dir(here, root=tmp_path, prefix="x")
+    assert not run.created
+    (here / "f.csv").write_text("1")
+    run.discard()
+    assert here.is_dir() and list(here.iterdir()) == []
+
+
+def test_a_dir_being_created_by_another_run_is_refused(tmp_path):
+    first = new_run_dir(tmp_path / "o", root=tmp_path, prefix="x")
+    with pytest.raises(ConfigError, match=r"\(another run is writing it\)$"):
+        new_run_dir(tmp_path / "o", root=tmp_path, prefix="x")
+    first.release()
+
+
+def test_status_vocabulary_and_dead_runs(tmp_path):
+    write_status(tmp_path, RunStatus.FAILED, reason="x")
+    data = read_status(tmp_path)
+    assert data["status"] == "failed" and data["pid"] == os.getpid() and effective_status(data) is RunStatus.FAILED
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert effective_status({"status": "running", "pid": child.pid}) is RunStatus.DEAD
+    assert effective_status({"status": "running", "pid": os.getppid()}) is RunStatus.RUNNING
+    with pytest.raises(ValueError):
+        write_status(tmp_path, RunStatus.DEAD)
+    (tmp_path / "status.json").write_text(json.dumps({"status": "starting"}))
+    with pytest.raises(RunDirError, match=r"status: expected one of running, finished, interrupted, failed, "
+                                          r"got 'starting'$"):
+        read_status(tmp_path)
+
+
+# --------------------------------------------------------------------------- real processes
+@pytest.fixture
+def scen(tmp_path):
+    (tmp_path / "par.yaml").write_text(yaml.safe_dump(SCENARIO))
+    return tmp_path
+
+
+def _start(cwd: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(GCSIM + ["simulate", "par.yaml", "--no-progress", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_parallel_simulations_get_their_own_directories(scen):
+    seeds = [11, 12, 13, 14]
+    procs = [_start(scen, "--seed", str(s)) for s in seeds]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(seeds), [o[1] for o in outs]
+    wrote = [re.search(r"^wrote (.+)$", o[0], re.M).group(1) for o in outs]
+    assert len(set(wrote)) == len(seeds)
+    dirs = sorted((scen / "runs" / "sim").iterdir())
+    assert len(dirs) == len(seeds)
+    for seed, path in zip(seeds, wrote):
+        d = scen / path
+        assert yaml.safe_load((d / "config.yaml").read_text())["seed"] == seed
+        assert json.loads((d / "meta.json").read_text())["seed"] == seed
+        assert CLAIM_NAME not in os.listdir(d)
+
+
+def test_two_simulations_with_the_same_out(scen):
+    procs = [_start(scen, "--seed", str(s), "--out", "same") for s in (21, 22)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    loser = outs[[p.returncode for p in procs].index(2)]
+    assert REFUSAL.match(loser[1]), loser[1]
+    winner_seed = (21, 22)[[p.returncode for p in procs].index(0)]
+    assert yaml.safe_load((scen / "same" / "config.yaml").read_text())["seed"] == winner_seed
+
+
+# --------------------------------------------------------------------------- real runs (no Ray needed)
+def test_real_run_stopping_before_a_checkpoint_leaves_nothing(tmp_path):
+    pytest.importorskip("torch")
+    from gcsim.real.rundir import RealRunDir
+    from gcsim.real.runner import _guarded
+
+    new = new_run_dir(tmp_path / "r", root=tmp_path, prefix="x")
+    run = RealRunDir(new.path)
+    run.write_config({"scheme": "x"}, "name: x\n")
+
+    def fails():
+        run.write_status("running")
+        raise ConfigError("--batch-size", "at most 8", 9)
+    with pytest.raises(ConfigError):
+        _guarded(run, fails, new)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_real_run_with_a_checkpoint_says_how_to_resume(tmp_path):
+    pytest.importorskip("torch")
+    from gcsim.real.rundir import RealRunDir
+    from gcsim.real.runner import _guarded
+
+    new = new_run_dir(tmp_path / "r", root=tmp_path, prefix="x")
+    run = RealRunDir(new.path)
+    run.save_checkpoint({"next_iteration": 3})
+
+    def fails():
+        raise RunFailedError("4 workers dead, at most s=1 tolerated")
+    with pytest.raises(RunFailedError) as e:
+        _guarded(run, fails, new)
+    assert str(e.value) == (f"4 workers dead, at most s=1 tolerated (checkpoint kept: continue with gcsim real "
+                            f"--resume {tmp_path / 'r'})")
+    assert (tmp_path / "r" / "checkpoint.pt").is_file()
+
+
+def test_embedded_ray_is_private_whatever_ray_address_says(monkeypatch, tmp_path):
+    ray = pytest.importorskip("ray")
+    from gcsim.real.config import RealConfig  # noqa: F401  (the real extra is importable)
+    from gcsim.real.runner import ray_session
+
+    calls = []
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # a cluster that does not exist
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+
+    class Cfg:
+        address, ray_num_cpus, n_workers = None, None, 3
+    with ray_session(Cfg()):
+        kw = calls[0]
+        assert kw["address"] == "local" and kw["_node_ip_address"] == "127.0.0.1" and kw["num_cpus"] == 3
+        assert kw["include_dashboard"] is False and Path(kw["_temp_dir"]).is_dir()
+    assert calls[-1] == "shutdown" and not Path(kw["_temp_dir"]).exists()
+    Cfg.address = "10.0.0.1:6379"
+    calls.clear()
+    with ray_session(Cfg()):
+        assert calls[0]["address"] == "10.0.0.1:6379" and "_temp_dir" not in calls[0]
