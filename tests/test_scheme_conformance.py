@@ -1,165 +1,184 @@
-"""One conformance battery, run against every registered scheme for several (n, s, m).
+"""The public conformance kit (gcsim/schemes/conformance.py) on every registered scheme, on the README's
+example scheme, and on broken schemes it must reject.
 
-Exact schemes: every pattern of exactly s stragglers decodes, the decoded combination of random
-float64 partition gradients equals the true sum to 1e-8 relative, patterns theory rules out give
-None. Approximate schemes: the first n-s arrivals, scale n/((n-s)h), staleness from a replay of the
-round-robin history. Loads equal the theory for every scheme.
+Every registered scheme passes ``check_scheme`` on each of its declared examples with tolerance 1e-8
+(exact schemes: every straggler set of size <= s decodes random float64 partition gradients to the
+true sum, residual <= 1e-8; approximate schemes: the first n-s arrivals, scale n/((n-s)h), staleness
+from a replay of the round-robin history; loads as declared; declared undecodable arrivals give None).
 """
 
 from __future__ import annotations
 
-import itertools
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gcsim.schemes import make_scheme, scheme_names
-from gcsim.schemes.base import Refusal
+from gcsim.schemes import make_scheme, scheme_class, scheme_names
+from gcsim.schemes.base import Decoding, Loads, Refusal
+from gcsim.schemes.conformance import CHECKS, ConformanceError, check_scheme
+from gcsim.schemes.gc_fr import GcFr
+from gcsim.schemes.ignore_stragglers import IgnoreStragglers
+from gcsim.schemes.uncoded import Uncoded
 
-# (scheme, n, s, m) per scheme; every registered scheme must appear here.
-CASES = {
-    "uncoded": [(1, 0, 1), (5, 0, 1)],
-    "ignore-stragglers": [(5, 0, 1), (6, 2, 1), (7, 3, 1)],
-    "gc-fr": [(6, 1, 1), (6, 2, 1), (8, 3, 1), (5, 4, 1)],
-    "gc-cr": [(3, 1, 1), (7, 2, 1), (10, 3, 1), (12, 5, 1)],
-    "gc-mds": [(5, 0, 1), (7, 2, 1), (8, 3, 1), (11, 4, 1)],
-    "cce-fr": [(6, 1, 2), (8, 2, 2), (9, 1, 2), (6, 2, 1), (6, 0, 3)],
-    "cce-cr": [(4, 1, 2), (8, 2, 2), (10, 3, 2), (7, 1, 3), (6, 0, 2), (5, 1, 1)],
-    "pgc-fr": [(4, 0, 1), (6, 1, 1), (6, 2, 1), (8, 3, 1)],
-    "pgc-cr": [(5, 1, 1), (7, 2, 1), (8, 3, 1)],
-}
-PARAMS = [pytest.param(name, *c, id=f"{name}-n{c[0]}-s{c[1]}-m{c[2]}") for name, cs in CASES.items() for c in cs]
-L = 13  # gradient length, not a multiple of m: exercises chunk padding
+EXAMPLES = [pytest.param(name, p, id=f"{name}-" + "-".join(f"{k}{v}" for k, v in p.items()))
+            for name in scheme_names() for p in scheme_class(name).examples]
 
 
-def test_every_registered_scheme_is_in_the_battery():
-    assert list(CASES) == scheme_names()
+def test_every_registered_scheme_declares_examples():
+    assert all(scheme_class(name).examples for name in scheme_names())
+    # the battery covers several s per scheme, and m > 1 where the scheme uses m
+    for name in scheme_names():
+        ex = scheme_class(name).examples
+        assert len({p["s"] for p in ex}) >= (1 if name == "uncoded" else 2), name
+        if scheme_class(name).uses_m:
+            assert any(p.get("m", 1) > 1 for p in ex), name
 
 
-def expected_computation_load(name, s, m):
-    return {"uncoded": 1, "ignore-stragglers": 1, "pgc-fr": 1, "pgc-cr": 1,
-            "cce-fr": s + m, "cce-cr": s + m}.get(name, s + 1)
+@pytest.mark.parametrize("name,params", EXAMPLES)
+def test_registered_scheme_conforms(name, params):
+    (res,) = check_scheme(scheme_class(name), [params], tolerance=1e-8)
+    assert res.passed and res.patterns_tried >= 1
+    assert res.exhaustive_sizes == list(range(params["s"] + 1))  # small examples: every straggler set
+    if res.exact:
+        assert res.worst_residual <= 1e-8 and res.worst_error <= 1e-8
 
 
-@pytest.mark.parametrize("name,n,s,m", PARAMS)
-def test_loads_equal_theory(name, n, s, m):
-    sch = make_scheme(name, n=n, s=s, m=m)
-    assert sch.computation_load == expected_computation_load(name, s, m)
-    assert sch.communication_load == pytest.approx(1.0 / m)
-    assert sch.messages_per_worker == 1
-    held = s + 1 if name.startswith(("gc-", "pgc-")) else (s + m if name.startswith("cce") else 1)
-    assert all(len(sch.held_partitions(w)) == held for w in range(n))
-    # every partition is held by at least s+1 workers (Tandon et al. lower bound)
-    counts = np.bincount([j for w in range(n) for j in sch.held_partitions(w)], minlength=n)
-    assert counts.min() >= (s + 1 if sch.exact else 1)
+@pytest.mark.parametrize("name", ["uncoded", "ignore-stragglers", "gc-fr", "gc-cr", "pgc-fr"])
+def test_declared_loads_are_the_papers(name):
+    # Tandon et al. 2017 §2 (d = s+1), Ye & Abbe 2018 (d = s+m), baselines and pipelining compute 1
+    want = {"uncoded": (1, 1), "ignore-stragglers": (1, 1), "gc-fr": (3, 3), "gc-cr": (3, 3), "pgc-fr": (1, 3)}
+    assert scheme_class(name).declared_loads(6, 2, 1)[:2] == want[name]
+    assert scheme_class("cce-cr").declared_loads(8, 2, 2) == Loads(4, 4, 1)
 
 
-def _assert_messages_follow_assignment(sch, it):
-    asg = sch.assignment(it)
-    for mid, msg in enumerate(sch.messages(it)):
-        assert msg.id == mid
-        assert msg.coeffs.shape == (sch.k, sch.m)
-        assert msg.after == len(asg[msg.worker])
-        assert set(msg.partitions) <= set(sch.held_partitions(msg.worker))
+@pytest.mark.parametrize("name", ["gc-cr", "gc-mds", "cce-cr"])
+def test_linear_algebra_itself_refuses_the_undecodable_arrivals(name):
+    # not only the arrival count: the residual check of Scheme.decode turns the least-squares answer
+    # into a Refusal
+    for params in scheme_class(name).examples:
+        sch = scheme_class(name)(**params)
+        arrived = tuple(sch.undecodable_arrivals())
+        assert sch.decode(arrived) is None and not sch.is_decodable(arrived)
+        checked = sch._checked(sch._decode(arrived), arrived, 0)
+        assert isinstance(checked, Refusal) and "coefficient residual" in checked.reason, (params, arrived)
 
 
-def _undecodable_patterns(name, n, s, m):
-    """Arrival sets that theory says cannot give the exact sum."""
-    if name == "uncoded":
-        return [list(range(1, n))] if n > 1 else [[]]
-    if name in ("gc-fr", "cce-fr"):
-        d = s + m
-        # group 0 keeps only m-1 arrivals, every other worker arrives (s+1 stragglers)
-        return [list(range(m - 1)) + list(range(d, n))]
-    # cyclic: workers 0..s all missing -> partition s has no holder (gc-cr, gc-mds); for cce-cr
-    # the arrivals number n-s-1 < n-s = unknowns of the Vandermonde system
-    return [list(range(s + 1, n))]
+@pytest.mark.parametrize("name,params", [p for p in EXAMPLES if p.values[0].startswith("pgc-")])
+def test_pipelined_round_robin_and_warm_up(name, params):
+    sch = scheme_class(name)(**params)
+    n, s = sch.n, sch.s
+    for w in range(n):  # a worker computes each held partition once per s+1 iterations
+        assert sorted(sch.assignment(t)[w][0] for t in range(3, 3 + s + 1)) == sch.held_partitions(w)
+    for t in range(2 * (s + 1) + 1):
+        assert sorted(p[0] for p in sch.assignment(t)) == list(range(n))  # each partition fresh once
+        d = sch.decode(list(range(n)), t)
+        assert d.staleness.max() == min(t, s)  # at most s iterations stale, less during warm-up (zeros)
+        computed = [{j for tt in range(t + 1) for j in sch.assignment(tt)[w]} for w in range(n)]
+        for w, msg in enumerate(sch.messages(t)):  # messages carry exactly the partitions computed so far
+            assert set(msg.partitions) == computed[w], (t, w)
 
 
-@pytest.mark.parametrize("name,n,s,m", [p for p in PARAMS if make_scheme(*p.values).exact])
-def test_exact_every_s_pattern_decodes_to_the_true_sum(name, n, s, m):
-    sch = make_scheme(name, n=n, s=s, m=m)
-    _assert_messages_follow_assignment(sch, 0)
-    rng = np.random.default_rng(n * 100 + s * 10 + m)
-    g = {j: rng.standard_normal(L) for j in range(sch.k)}
-    true_sum = sum(g.values())
-    payloads = {i: sch.encode(i, g) for i in range(n)}
-    assert all(p.shape == (-(-L // m),) for p in payloads.values())
-    tried = 0
-    for stragglers in itertools.combinations(range(n), s):
-        arrived = [int(i) for i in rng.permutation(n) if i not in stragglers]
-        d = sch.decode(arrived)
-        assert d is not None, f"stragglers {stragglers} not decodable"
-        assert d.exact and set(d.used) <= set(arrived)
-        assert d.weights.shape == (len(d.used), m)
-        out = sch.combine(d, payloads, L)
-        assert np.linalg.norm(out - true_sum) <= 1e-8 * np.linalg.norm(true_sum), stragglers
-        assert sch.residual(d) <= 1e-8
-        tried += 1
-    assert tried == len(list(itertools.combinations(range(n), s)))
+def _readme_example() -> str:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("### Adding a scheme", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-@pytest.mark.parametrize("name,n,s,m", [p for p in PARAMS if make_scheme(*p.values).exact])
-def test_exact_patterns_theory_rules_out_are_none(name, n, s, m):
-    sch = make_scheme(name, n=n, s=s, m=m)
-    for arrived in _undecodable_patterns(name, n, s, m):
-        assert sch.decode(arrived) is None, arrived
-        assert not sch.is_decodable(arrived)
-        if name in ("gc-cr", "gc-mds", "cce-cr") and arrived:
-            # the linear algebra itself (not only the arrival count) must refuse: the residual check
-            # of Scheme.decode turns the least-squares answer into a Refusal
-            checked = sch._checked(sch._decode(tuple(arrived)), tuple(arrived), 0)
-            assert isinstance(checked, Refusal) and "coefficient residual" in checked.reason, arrived
+def test_readme_adding_a_scheme_example_runs_and_conforms():
+    code = _readme_example().replace("register(Mirrored)", "")  # keep the global registry unchanged
+    ns: dict = {}
+    exec(compile(code, "README.md#adding-a-scheme", "exec"), ns)  # runs check_scheme(Mirrored)
+    Mirrored = ns["Mirrored"]
+    (a, b) = check_scheme(Mirrored, tolerance=1e-8)
+    assert (a.n, a.patterns_tried, b.n, b.patterns_tried) == (2, 3, 6, 7)  # 1 + n straggler sets of size <= 1
+    # it is gc-fr at s = 1: same assignment, same decodings
+    m, g = Mirrored(n=6, s=1), GcFr(n=6, s=1)
+    assert m.assignment() == g.assignment()
+    assert m.decode([5, 0, 3]).used == g.decode([5, 0, 3]).used == (0, 3, 5)
+    assert "register(Mirrored)" in _readme_example()
 
 
-def _replay(sch, iterations):
-    """Per iteration t and worker w: partition -> iteration it was last computed (<= t)."""
-    last = [dict() for _ in range(sch.n)]
-    out = []
-    for t in range(iterations):
-        for w, parts in enumerate(sch.assignment(t)):
-            assert len(parts) == 1
-            last[w][parts[0]] = t
-        out.append([dict(x) for x in last])
-    return out
+# --------------------------------------------------------------------------- broken schemes are rejected
+class _WrongWeight(GcFr):
+    def _decode(self, arrived):
+        d = super()._decode(arrived)
+        return None if d is None else Decoding(used=d.used, weights=d.weights * 1.001, exact=True)
 
 
-@pytest.mark.parametrize("name,n,s,m", [p for p in PARAMS if not make_scheme(*p.values).exact])
-def test_approximate_rule_scaling_and_staleness(name, n, s, m):
-    sch = make_scheme(name, n=n, s=s, m=m)
-    h = 1 if name == "ignore-stragglers" else s + 1
-    scale = n / ((n - s) * h)
-    iterations = 2 * (s + 1) + 1
-    hist = _replay(sch, iterations)
-    rng = np.random.default_rng(7)
-    G = rng.standard_normal((iterations, n, L))  # gradient of partition j computed at iteration t
-    if h > 1:  # round-robin: a worker computes each held partition once per s+1 iterations, and
-        # every partition is computed fresh by exactly one worker per iteration
-        for w in range(n):
-            assert sorted(sch.assignment(t)[w][0] for t in range(3, 3 + h)) == sch.held_partitions(w)
-        for t in range(iterations):
-            assert sorted(p[0] for p in sch.assignment(t)) == list(range(n))
-    for t in range(iterations):
-        _assert_messages_follow_assignment(sch, t)
-        # messages carry exactly the partitions computed so far (never-computed: coefficient 0)
-        for w, msg in enumerate(sch.messages(t)):
-            assert set(msg.partitions) == set(hist[t][w]), (t, w)
-        payloads = {w: sch.encode(w, {j: G[tt, j] for j, tt in hist[t][w].items()}, t) for w in range(n)}
-        for stragglers in itertools.combinations(range(n), s):
-            order = [int(i) for i in rng.permutation(n) if i not in stragglers] + list(stragglers)
-            assert sch.decode(order[: n - s - 1], t) is None  # fewer than n-s arrivals
-            d = sch.decode(order, t)  # stragglers arrive last: must be ignored
-            first = sorted(order[: n - s])
-            assert sorted(d.used) == first and not d.exact
-            np.testing.assert_allclose(d.weights, scale, rtol=1e-15)
-            want = scale * sum(G[tt, j] for w in first for j, tt in hist[t][w].items())
-            np.testing.assert_allclose(sch.combine(d, payloads, L), want, rtol=1e-12, atol=1e-12)
-            if name == "ignore-stragglers":
-                assert d.staleness is None
-                continue
-            want_stale = np.full((n - s, n), -1)
-            for r, w in enumerate(d.used):
-                for j, tt in hist[t][w].items():
-                    want_stale[r, j] = t - tt
-            np.testing.assert_array_equal(d.staleness, want_stale)
-            assert d.staleness.max() == min(t, s)  # at most s iterations stale, less during warm-up
+class _WrongScale(IgnoreStragglers):
+    def _decode(self, arrived):
+        d = super()._decode(arrived)
+        return Decoding(used=d.used, weights=d.weights * (self.n - self.s) / self.n, exact=False)
+
+
+class _WrongLoads(GcFr):
+    @classmethod
+    def declared_loads(cls, n, s, m):
+        return Loads(computation=s + 2, held=s + 2)
+
+
+class _WrongUndecodable(GcFr):
+    def undecodable_arrivals(self, iteration=0):
+        return list(range(self.n))
+
+
+class _EarlyDecode(Uncoded):
+    """Decodes from n-1 arrivals although the quorum says n."""
+
+    exact = False
+
+    def undecodable_arrivals(self, iteration=0):
+        return None
+
+    @property
+    def min_arrivals(self):
+        return self.n - 1
+
+    def quorum(self, iteration=0):
+        return super().quorum(iteration).__class__(group=np.zeros(self.n, dtype=int), need=self.n)
+
+    def _decode(self, arrived):
+        return Decoding(used=tuple(sorted(arrived)), weights=np.ones((len(arrived), 1)), exact=False)
+
+
+class _Nondeterministic(GcFr):
+    calls = 0
+
+    def _build(self):
+        asg, msgs = super()._build()
+        type(self).calls += 1
+        return (asg[::-1] if type(self).calls % 2 == 0 else asg), msgs
+
+
+class _NoExamples(GcFr):
+    examples = ()
+
+
+@pytest.mark.parametrize("cls,params,check,detail", [
+    (_WrongWeight, dict(n=6, s=1), "shapes", "refused: coefficient residual 1.0e-03 > 1e-06"),
+    (_WrongScale, dict(n=6, s=2), "decode", "expected all 1.5"),
+    (_WrongLoads, dict(n=6, s=1), "loads", "declared (3, 1)"),
+    (_WrongUndecodable, dict(n=6, s=1), "undecodable", "declared undecodable but decode"),
+    (_EarlyDecode, dict(n=4, s=0), "quorum", "decode before the quorum (need 4 per group [0, 0, 0, 0]) is met"),
+    (_Nondeterministic, dict(n=6, s=1), "determinism", "differ"),
+    (GcFr, dict(n=6, s=4), "build", "s+1 dividing n=6"),
+])
+def test_broken_scheme_fails_the_named_check(cls, params, check, detail):
+    with pytest.raises(ConformanceError) as ei:
+        check_scheme(cls, [params])
+    e = ei.value
+    assert (e.check, e.params) == (check, params) and check in CHECKS
+    assert detail in e.detail and str(e).startswith(f"{check} (n={params['n']}, s={params['s']}")
+    assert isinstance(e, AssertionError)
+
+
+def test_no_examples_and_no_params_is_a_build_failure():
+    with pytest.raises(ConformanceError, match="declares no examples"):
+        check_scheme(_NoExamples)
+
+
+def test_a_factory_works_like_a_class():
+    res = check_scheme(lambda **p: make_scheme("cce-fr", **p), [dict(n=6, s=1, m=2)], tolerance=1e-8)
+    assert res[0].scheme == "cce-fr" and res[0].exhaustive_sizes == [0, 1]

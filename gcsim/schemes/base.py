@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Iterable, Mapping, Sequence
+from typing import ClassVar, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -144,6 +144,20 @@ class Refusal:
     reason: str
 
 
+class Loads(NamedTuple):
+    """Loads a scheme's construction promises for ``(n, s, m)`` (:meth:`Scheme.declared_loads`).
+
+    Attributes:
+        computation: partitions each worker computes per iteration.
+        held: partitions each worker holds (computes over one assignment period).
+        messages_per_worker: messages each worker sends per iteration.
+    """
+
+    computation: int
+    held: int
+    messages_per_worker: int = 1
+
+
 def split_chunks(gradient: np.ndarray, m: int) -> np.ndarray:
     """Split a flat gradient ``(l,)`` into ``m`` equal chunks ``(m, ceil(l/m))``, zero-padded at the end."""
     g = np.asarray(gradient).ravel()
@@ -168,6 +182,11 @@ class Scheme:
         uses_m: True when the parameter ``m`` means something for this scheme.
         constraints: one-line human statement of the parameter constraints.
         reference: paper and section the construction follows.
+        examples: parameter sets (constructor keyword arguments, e.g. ``dict(n=6, s=1)``) the scheme
+            must build and pass :func:`gcsim.schemes.conformance.check_scheme` with.
+
+    What the conformance kit expects is also declared by :meth:`declared_loads` and
+    :meth:`undecodable_arrivals` (defaults fit the cyclic gradient codes; override where they do not).
 
     Args:
         n: workers (integer >= 1); s: stragglers tolerated (integer, ``0 <= s < n``); m: communication
@@ -193,6 +212,8 @@ class Scheme:
     residual_tolerance: ClassVar[float] = 1e-6
     #: most decodings kept in the per-scheme cache (oldest dropped first), bounding memory in long runs.
     cache_size: ClassVar[int] = 65536
+    #: parameter sets the conformance kit checks (class docstring); every registered scheme declares some
+    examples: ClassVar[tuple[dict, ...]] = ()
 
     def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, payload_dtype: str = "float64"):
         self.payload_dtype = self._check_dtype(payload_dtype)
@@ -238,6 +259,21 @@ class Scheme:
     def _cache_key(self, arrived: tuple[int, ...], iteration: int):
         """Key under which a decoding is cached. Exact schemes: the arrived *set*."""
         return frozenset(arrived)
+
+    # ----------------------------------------------------------------- declarations (conformance kit)
+    @classmethod
+    def declared_loads(cls, n: int, s: int, m: int) -> Loads:
+        """The loads the construction promises for ``(n, s, m)``. Default: compute and hold ``s + 1``
+        partitions (the lower bound ``d >= s + 1`` met with equality: Tandon et al., ICML 2017, §2 and
+        Thm. 1), one message per worker."""
+        return Loads(computation=s + 1, held=s + 1)
+
+    def undecodable_arrivals(self, iteration: int = 0) -> list[int] | None:
+        """Message ids, in arrival order, from which theory says the scheme cannot decode (None: none
+        declared). Default: every message except those of workers ``0..s`` – s + 1 stragglers, one more
+        than tolerated: ``n - s - 1`` arrivals, and with cyclic supports (worker i holds ``i..i+s``)
+        partition ``s`` has no arrived holder."""
+        return [msg.id for msg in self.messages(iteration) if msg.worker > self.s]
 
     # ----------------------------------------------------------------- public API
     def assignment(self, iteration: int = 0) -> list[list[int]]:

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import UNIT_ROUNDOFF, Decoding, Scheme, one_message_per_worker
+from gcsim.schemes.base import UNIT_ROUNDOFF, Decoding, Loads, Scheme, one_message_per_worker
 from gcsim.schemes.chebyshev import chebyshev_nodes, vandermonde
 from gcsim.schemes.cyclic import cyclic_support
 from gcsim.schemes.patterns import count_kinds, straggler_sets
@@ -159,7 +159,14 @@ class CceCr(Scheme):
     exact = True
     uses_m = True
     constraints = "s + m <= n; worst-case decode error <= 1e-6 (checked)"
+    examples = (dict(n=4, s=1, m=2), dict(n=8, s=2, m=2), dict(n=10, s=3, m=2), dict(n=7, s=1, m=3),
+                dict(n=6, s=0, m=2), dict(n=5, s=1, m=1))
     reference = "Ye & Abbe, Communication-Computation Efficient Gradient Coding, ICML 2018, §3"
+
+    @classmethod
+    def declared_loads(cls, n, s, m):
+        """d = s + m partitions computed and held (Ye & Abbe 2018, §3: d >= s + m)."""
+        return Loads(computation=s + m, held=s + m)
 
     def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, payload_dtype: str = "float64", theta=None):
         self._theta_given = None if theta is None else np.array(theta, dtype=np.float64).ravel()

@@ -27,7 +27,7 @@ import numpy as np
 import math
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import ERROR_TOLERANCE, UNIT_ROUNDOFF, Decoding, Quorum, Scheme, one_message_per_worker
+from gcsim.schemes.base import ERROR_TOLERANCE, UNIT_ROUNDOFF, Decoding, Loads, Quorum, Scheme, one_message_per_worker
 from gcsim.schemes.chebyshev import chebyshev_nodes, vandermonde
 from gcsim.schemes.patterns import count_kinds, straggler_sets
 
@@ -88,6 +88,12 @@ class CceFr(Scheme):
     uses_m = True
     constraints = "(s+m) divides n; worst m x m minor of Lambda decodes within tolerance (checked)"
     reference = "Ye & Abbe, Communication-Computation Efficient Gradient Coding, ICML 2018, §3 (block form)"
+    examples = (dict(n=6, s=1, m=2), dict(n=8, s=2, m=2), dict(n=9, s=1, m=2), dict(n=6, s=2, m=1), dict(n=6, s=0, m=3))
+
+    @classmethod
+    def declared_loads(cls, n, s, m):
+        """d = s + m partitions computed and held by every worker of a group (Ye & Abbe 2018: d >= s + m)."""
+        return Loads(computation=s + m, held=s + m)
 
     def _validate(self) -> None:
         d = self.s + self.m

@@ -59,6 +59,7 @@ class GcCr(CyclicMatrixScheme):
     name = "gc-cr"
     exact = True
     constraints = "0 <= s < n; m = 1"
+    examples = (dict(n=3, s=1), dict(n=7, s=2), dict(n=10, s=3), dict(n=12, s=5))
     reference = "Tandon et al., Gradient Coding, ICML 2017, §3.2, Alg. 2 (randomized cyclic repetition)"
 
     def __init__(self, n: int, s: int, m: int = 1, seed: int = 0, payload_dtype: str = "float64", matrix=None):

@@ -23,6 +23,7 @@ class GcFr(Scheme):
     exact = True
     constraints = "(s+1) divides n; m = 1"
     reference = "Tandon et al., Gradient Coding, ICML 2017, §3.1 (fractional repetition)"
+    examples = (dict(n=6, s=1), dict(n=6, s=2), dict(n=8, s=3), dict(n=5, s=4))
 
     def _validate(self) -> None:
         if self.n % (self.s + 1) != 0:

@@ -51,6 +51,7 @@ class GcMds(CyclicMatrixScheme):
     name = "gc-mds"
     exact = True
     constraints = "n - s odd (or s = 0); m = 1; contiguous stragglers decode within tolerance (checked)"
+    examples = (dict(n=5, s=0), dict(n=7, s=2), dict(n=8, s=3), dict(n=11, s=4))
     reference = "Raviv, Tamo, Tandon, Dimakis, Gradient Coding from Cyclic MDS Codes, ICML 2018, §3"
 
     def _validate(self) -> None:

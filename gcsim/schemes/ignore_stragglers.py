@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gcsim.schemes.base import Decoding, Scheme, one_message_per_worker
+from gcsim.schemes.base import Decoding, Loads, Scheme, one_message_per_worker
 
 
 class IgnoreStragglers(Scheme):
@@ -21,6 +21,12 @@ class IgnoreStragglers(Scheme):
     exact = False
     constraints = "0 <= s < n; m = 1"
     reference = "Tandon et al., Gradient Coding, ICML 2017, §5 (ignore-stragglers baseline)"
+    examples = (dict(n=5, s=0), dict(n=6, s=2), dict(n=7, s=3))
+
+    @classmethod
+    def declared_loads(cls, n, s, m):
+        """One partition computed and held per worker (uncoded assignment)."""
+        return Loads(computation=1, held=1)
 
     def _build(self):
         assignment = [[i] for i in range(self.n)]

@@ -21,6 +21,7 @@ class PgcCr(PipelinedScheme):
 
     name = "pgc-cr"
     constraints = "0 <= s < n; m = 1"
+    examples = (dict(n=5, s=1), dict(n=7, s=2), dict(n=8, s=3))
     reference = "PipelinedGradientCoding (Ray/PyTorch) on Tandon et al. 2017 §3.2 cyclic supports"
 
     def _held_partitions(self, worker: int) -> list[int]:

@@ -23,6 +23,7 @@ class PgcFr(PipelinedScheme):
 
     name = "pgc-fr"
     constraints = "(s+1) divides n; m = 1"
+    examples = (dict(n=4, s=0), dict(n=6, s=1), dict(n=6, s=2), dict(n=8, s=3))
     reference = ("this project's extension: PipelinedGradientCoding's pipelining (cyclic only) on Tandon et al. "
                  "2017 §3.1 fractional repetition")
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import Decoding, Message, Scheme
+from gcsim.schemes.base import Decoding, Loads, Message, Scheme
 
 
 class PipelinedScheme(Scheme):
@@ -49,6 +49,11 @@ class PipelinedScheme(Scheme):
             raise SchemeError.param(self.name, "warmup", " or ".join(self.WARMUP_MODES), warmup)
         self.warmup = warmup
         super().__init__(n, s, m, seed, payload_dtype)
+
+    @classmethod
+    def declared_loads(cls, n, s, m):
+        """One partition computed per iteration, s + 1 held (round-robin)."""
+        return Loads(computation=1, held=s + 1)
 
     def _held_partitions(self, worker: int) -> list[int]:
         """The s+1 partitions ``worker`` holds, in round-robin order (position 0..s)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import Decoding, Scheme, one_message_per_worker
+from gcsim.schemes.base import Decoding, Loads, Scheme, one_message_per_worker
 
 
 class Uncoded(Scheme):
@@ -19,6 +19,12 @@ class Uncoded(Scheme):
     exact = True
     constraints = "s = 0; m = 1; any n >= 1"
     reference = "Tandon et al., Gradient Coding, ICML 2017, §1 (baseline)"
+    examples = (dict(n=1, s=0), dict(n=5, s=0))
+
+    @classmethod
+    def declared_loads(cls, n, s, m):
+        """One partition computed and held per worker."""
+        return Loads(computation=1, held=1)
 
     def __init__(self, n: int, s: int = 0, m: int = 1, seed: int = 0, payload_dtype: str = "float64"):
         super().__init__(n, s, m, seed, payload_dtype)
