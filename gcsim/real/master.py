@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from gcsim.errors import RunFailedError
+from gcsim.real.staleness import STALENESS_COLUMNS, staleness_rows
 from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS
 
 
@@ -161,6 +162,8 @@ class ParameterServer:
         self.pending: dict = {}  # meta ObjectRef -> _Pending
         self.worker_rows: dict[tuple[int, int], dict] = {}
         self.iteration_rows: list[dict] = []
+        #: committed ``staleness.csv`` rows (:mod:`gcsim.real.staleness`): per used message and partition
+        self.staleness_rows: list[dict] = []
         self._open: dict | None = None
         self.cpu_meter = cpu_meter
         #: (iteration, Refusal) per arrived set the scheme refused (issue 16): solvable, but not exact
@@ -282,6 +285,7 @@ class ParameterServer:
         arrived: list[int] = []
         payload_refs: dict[int, object] = {}
         losses: dict[int, float] = {}
+        computed_at: dict[int, dict] = {}  # worker -> {partition: iteration its gradient was computed}
         decoding, decodable_s, n_arrived = None, np.nan, 0
         cpu_decodable = None
         while decoding is None:
@@ -306,6 +310,7 @@ class ParameterServer:
                 row["status"] = "arrived"
                 payload_refs[p.worker] = p.payload_ref
                 losses.update(meta["losses"])
+                computed_at[p.worker] = meta.get("computed_at") or {}
                 n_arrived += 1
                 if decoding is None:
                     arrived.extend(msg_ids.get(p.worker, []))
@@ -330,7 +335,8 @@ class ParameterServer:
                     ray.cancel(ref)
         del weights_ref, payload_refs, fetched
         self._open.update(start_s=start, decodable_s=decodable_s, n_arrived=n_arrived,
-                          n_used=len(decoding.used), cpu_start=cpu_start, cpu_decodable=cpu_decodable)
+                          n_used=len(decoding.used), cpu_start=cpu_start, cpu_decodable=cpu_decodable,
+                          staleness=staleness_rows(it, scheme, decoding, computed_at))
         parts = sorted(losses)
         loss = (float(np.average([losses[j] for j in parts], weights=self.slice_sizes[parts]))
                 if parts else float("nan"))
@@ -351,6 +357,7 @@ class ParameterServer:
         self.iteration_rows.append(row)
         for w, r in o["rows"].items():
             self.worker_rows[(o["iteration"], w)] = r
+        self.staleness_rows.extend(o.get("staleness", []))
         self._open = None
         return row
 
@@ -407,6 +414,10 @@ class ParameterServer:
         first = None if not items else {"iteration": int(items[0][0]), "arrived": list(items[0][1].arrived),
                                         "reason": items[0][1].reason}
         return {"refused_iterations": len({it for it, _ in items}), "refusals": len(items), "first_refusal": first}
+
+    def staleness_frame(self) -> pd.DataFrame:
+        """Committed ``staleness.csv`` rows, :data:`gcsim.real.staleness.STALENESS_COLUMNS`."""
+        return pd.DataFrame(self.staleness_rows, columns=STALENESS_COLUMNS)
 
     def workers_frame(self) -> pd.DataFrame:
         """Committed worker rows sorted by (iteration, worker), :data:`WORKER_COLUMNS`."""

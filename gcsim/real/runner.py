@@ -335,6 +335,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         it_df, wk_df = ps.iterations_frame(), ps.workers_frame()
         summary = summarize(it_df, {ps.label: scheme.describe()}) if with_summary and len(it_df) else None
         run.write_traces(it_df, wk_df, summary, pd.DataFrame(metrics, columns=METRICS_COLUMNS))
+        ps.staleness_frame().to_csv(run.path / "staleness.csv", index=False)  # gcsim.real.staleness
 
     with _StopFlag() as stop, ray_session(cfg):
         total_cpus = float(ray.cluster_resources().get("CPU", cfg.n_workers))
@@ -361,6 +362,9 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         if prior_it is not None:
             ps.iteration_rows = prior_it.to_dict("records")
             ps.worker_rows = {(int(r["iteration"]), int(r["worker"])): r for r in prior_wk.to_dict("records")}
+            if (run.path / "staleness.csv").exists():
+                prior_st = pd.read_csv(run.path / "staleness.csv")
+                ps.staleness_rows = prior_st[prior_st["iteration"] < start_it].to_dict("records")
         bar = tqdm(total=cfg.iterations, initial=start_it, desc=cfg.scheme, unit="it", disable=not progress,
                    dynamic_ncols=True)
         status = "finished"

@@ -11,10 +11,14 @@ instants, comparable across processes of one machine):
 3. for each partition of ``scheme.assignment(t)[worker]``: the gradient of its slice of the global
    mini-batch (:func:`gcsim.real.model.slice_gradient`), measured, then an interruptible sleep of
    ``(slowdown - 1) × measured`` so the partition takes ``slowdown ×`` its real compute time
-   (a factor < 1 cannot speed real compute up and is applied as 1);
+   (a factor < 1 cannot speed real compute up and is applied as 1). A finished partition's gradient
+   is kept as the worker's latest even when the call is cancelled right after it (a cancel is
+   noticed between partitions); one cut short in its slowdown sleep is not;
 4. encode its message(s) with :meth:`Scheme.encode` in float64 from the latest gradient it holds of
    every partition (zeros for a held partition never computed – pipelined schemes), cast to the
-   payload dtype; ``send`` is taken just before returning.
+   payload dtype; ``send`` is taken just before returning. The reply's ``computed_at`` says, per held
+   partition, at which iteration the gradient it encoded was computed (the staleness actually used,
+   :mod:`gcsim.real.staleness`).
 
 CPU (``time.process_time()``: the whole worker process, all threads): ``compute_cpu_s`` is the CPU
 inside the partitions' loop (sleeps use none); ``cpu_s`` adds everything else from the end of the
@@ -94,6 +98,8 @@ class GradientWorker:
         self.cancel_poll_s = float(cancel_poll_s)
         wdtype = np.float64 if dtype == "float64" else np.float32
         self.latest = {j: np.zeros(self.n_params, dtype=wdtype) for j in held}
+        #: partition -> iteration at which ``latest[j]`` was computed (-1: never, zeros)
+        self.computed_at = {j: -1 for j in held}
         self._history.clear()
         # warm-up: one slice gradient, so the first timed iteration does not pay torch's lazy start-up
         j0 = held[0]
@@ -134,7 +140,8 @@ class GradientWorker:
             slowdown: factor on compute time (applied as ``max(1, slowdown)``).
         Returns:
             ``(meta, payloads)``: ``meta`` = ``{"worker", "iteration", "compute_start", "compute_s",
-            "delay_done_s", "cpu_s", "compute_cpu_s" (CPU-seconds, module docstring), "send", "losses": {partition: mean loss}, "history": [past call states]}``;
+            "delay_done_s", "cpu_s", "compute_cpu_s" (CPU-seconds, module docstring), "send", "losses": {partition: mean loss}, "history": [past call states],
+            "computed_at": {held partition: iteration its gradient in ``latest`` was computed, -1 never}}``;
             ``payloads`` = list of ``(message_id, array (ceil(l/m),))`` of ``payload_dtype``.
             A cancelled call returns ``(None, None)`` (Ray reports it as cancelled).
         """
@@ -160,12 +167,19 @@ class GradientWorker:
                 pos = slice_positions(len(labels), int(self.sizes[j]), self.sampler_seed, iteration, j)
                 grad, loss = slice_gradient(self.model, images[pos], labels[pos], self.batch_size)
                 measured = time.perf_counter() - c0
-                cancelled = self._sleep((factor - 1.0) * measured)
+                cut_short = factor > 1.0 and self._sleep((factor - 1.0) * measured)
                 state["compute_s"] += time.perf_counter() - c0
-                if cancelled:
+                if cut_short:  # cancelled during its emulated slowdown: the partition is not finished
+                    cancelled = True
                     break
+                # finished: keep it even if the master cancels this call now, so the next messages of a
+                # pipelined scheme carry it (issue 14: discarding it left an older gradient in its place)
                 self.latest[j] = grad
+                self.computed_at[j] = int(iteration)
                 losses[j] = loss
+                if self._sleep(0.0):  # a cancel is noticed between partitions
+                    cancelled = True
+                    break
             state["compute_cpu_s"] = time.process_time() - cpu_c0
         self._history.append(state)
         if cancelled:
@@ -181,7 +195,7 @@ class GradientWorker:
         self._cpu_mark = time.process_time()
         state["cpu_s"] = cpu_before + (self._cpu_mark - cpu0)
         meta = {"worker": self.worker, **state, "losses": losses, "history": list(self._history),
-                "send": time.time()}
+                "computed_at": dict(self.computed_at), "send": time.time()}
         return meta, payloads
 
 
