@@ -99,7 +99,8 @@ def test_output_files_have_their_rows_and_columns(env, first):
     head = pd.read_csv(out / "headline.csv")
     assert list(head.columns) == HEADLINE_COLUMNS and head["scheme"].tolist() == SCHEMES
     for name in ("report.md", "calibration.json", "cdf.png", "qq.png", "predicted_vs_measured.png",
-                 "timeline_uncoded.png", "timeline_gc-fr.png", "accuracy.png", "headline.md"):
+                 "timeline_uncoded.png", "timeline_gc-fr.png", "accuracy.png", "accuracy_time.png",
+                 "time_to_accuracy.csv", "headline.md"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     img = mpimg.imread(out / "accuracy.png")
     assert img.ndim == 3 and img.shape[1] > img.shape[0] > 200
@@ -133,6 +134,21 @@ def test_headline_values_come_from_the_runs(env, first):
     a = pd.read_csv(env / "runs" / "gc-fr" / "metrics.csv")["test_accuracy"].to_numpy()
     b = pd.read_csv(env / "runs" / "uncoded" / "metrics.csv")["test_accuracy"].to_numpy()
     assert head.loc["gc-fr", "accuracy_gap_vs_uncoded"] == pytest.approx(np.abs(a - b).max(), abs=1e-9)
+    tta = pd.read_csv(env / "out" / "time_to_accuracy.csv")  # issue 14: the study's time to accuracy
+    assert tta.columns.tolist() == ["scheme", "target", "iterations", "wall_s"] and len(tta) == 2 * len(SCHEMES)
+    for scheme in SCHEMES:
+        d = env / "runs" / scheme
+        mt, dur = pd.read_csv(d / "metrics.csv"), pd.read_csv(d / "iterations.csv")["duration_s"].to_numpy(float)
+        for target in (0.4, 0.5):
+            row = tta[(tta.scheme == scheme) & (tta.target == target)].iloc[0]
+            hit = mt[mt["test_accuracy"] >= target]
+            want_it = hit["iteration"].iloc[0] + 1 if len(hit) else np.nan
+            want_s = dur[: int(want_it)].sum() if len(hit) else np.nan
+            pct = round(target * 100)
+            for got in (row["iterations"], head.loc[scheme, f"iterations_to_{pct}pct"]):
+                assert got == pytest.approx(want_it, nan_ok=True)
+            for got in (row["wall_s"], head.loc[scheme, f"wall_s_to_{pct}pct"]):
+                assert got == pytest.approx(want_s, rel=1e-6, nan_ok=True)
     md = (env / "out" / "headline.md").read_text()
     assert "gcsim study tiny.yaml" in md and cpu_model_name() in md and f"{os.cpu_count()} CPUs" in md
     assert "ray 2." in md and "torch 2." in md and "| `gc-fr` | 1 | 1 | 6 |" in md

@@ -11,16 +11,22 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from gcsim.study.accuracy import DEFAULT_TARGETS, time_to_accuracy
+
 #: headline.csv columns. Times in seconds; ``err_*`` = (simulated − measured) / measured (fractions);
 #: ``measured_*`` / ``simulated_*`` are after the comparison's warm-up; speedups = mean(uncoded) /
 #: mean(scheme) (NaN without uncoded); ``test_accuracy`` = the last evaluation of the run (fraction);
 #: ``accuracy_gap_vs_uncoded`` = the largest |accuracy − uncoded's accuracy| over the evaluations both
-#: runs made at the same iteration (fraction; NaN without uncoded).
+#: runs made at the same iteration (fraction; NaN without uncoded); ``iterations_to_<P>pct`` /
+#: ``wall_s_to_<P>pct`` = iterations and training seconds until the test accuracy first reached P % at
+#: an evaluation (:func:`gcsim.study.accuracy.time_to_accuracy`; NaN when not reached), for the
+#: targets :data:`gcsim.study.accuracy.DEFAULT_TARGETS`.
+TTA_HEADLINE_COLUMNS = [f"{kind}_to_{round(t * 100)}pct" for t in DEFAULT_TARGETS for kind in ("iterations", "wall_s")]
 HEADLINE_COLUMNS = [
     "scheme", "exact", "n", "s", "m", "iterations", "warmup",
     "measured_mean_s", "measured_p95_s", "simulated_mean_s", "simulated_p95_s", "err_mean", "err_p95", "verdict",
     "measured_speedup_vs_uncoded", "simulated_speedup_vs_uncoded",
-    "test_accuracy", "accuracy_gap_vs_uncoded", "wall_s", "run_dir",
+    "test_accuracy", "accuracy_gap_vs_uncoded", *TTA_HEADLINE_COLUMNS, "wall_s", "run_dir",
 ]
 
 
@@ -42,7 +48,8 @@ def build_headline(validation: pd.DataFrame, runs: Mapping[str, dict]) -> pd.Dat
             ``warmup``, ``obs_mean_s``, ``obs_p95_s``, ``sim_mean_s``, ``sim_p95_s``, ``err_mean``,
             ``err_p95``, ``verdict``), one row per scheme.
         runs: scheme -> ``{"run_dir": path, "iterations": measured iterations, "metrics": metrics.csv
-            DataFrame, "exact": bool, "wall_s": seconds or NaN}``.
+            DataFrame, "exact": bool, "wall_s": seconds or NaN, "iteration_times": optional iterations.csv
+            rows of the scheme (``iteration``, ``duration_s``) for the time-to-accuracy columns}``.
     Returns:
         DataFrame with :data:`HEADLINE_COLUMNS`, in the order of ``validation``.
     """
@@ -51,7 +58,12 @@ def build_headline(validation: pd.DataFrame, runs: Mapping[str, dict]) -> pd.Dat
         sch = str(r["scheme"])
         info = runs[sch]
         mt = info["metrics"]
-        rows.append({
+        tta = {c: np.nan for c in TTA_HEADLINE_COLUMNS}
+        if info.get("iteration_times") is not None and len(mt):
+            for _, t in time_to_accuracy(mt, info["iteration_times"], DEFAULT_TARGETS).iterrows():
+                tta[f"iterations_to_{round(t['target'] * 100)}pct"] = t["iterations"]
+                tta[f"wall_s_to_{round(t['target'] * 100)}pct"] = t["wall_s"]
+        rows.append({**tta,
             "scheme": sch, "exact": bool(info["exact"]), "n": int(r["n"]), "s": int(r["s"]), "m": int(r["m"]),
             "iterations": int(info["iterations"]), "warmup": int(r["warmup"]),
             "measured_mean_s": float(r["obs_mean_s"]), "measured_p95_s": float(r["obs_p95_s"]),
@@ -96,7 +108,8 @@ def render_headline_md(table: pd.DataFrame, *, machine: dict, command: str, sett
         Markdown text.
     """
     heads = ["scheme", "s", "m", "iters", "measured mean s", "measured p95 s", "simulated mean s",
-             "simulated p95 s", "err mean", "err p95", "verdict", "measured speedup", "test accuracy"]
+             "simulated p95 s", "err mean", "err p95", "verdict", "measured speedup", "test accuracy",
+             *(f"to {round(t * 100)} %: iters / s" for t in DEFAULT_TARGETS)]
     rows = []
     for _, r in table.iterrows():
         rows.append([f"`{r['scheme']}`" + ("" if r["exact"] else " (approx.)"), str(r["s"]), str(r["m"]),
@@ -105,7 +118,9 @@ def render_headline_md(table: pd.DataFrame, *, machine: dict, command: str, sett
                      _f(r["err_mean"], "+.1%"), _f(r["err_p95"], "+.1%"), str(r["verdict"]).upper(),
                      _f(r["measured_speedup_vs_uncoded"], ".2f") + ("×" if math.isfinite(
                          r["measured_speedup_vs_uncoded"]) else ""),
-                     _f(r["test_accuracy"], ".1%")])
+                     _f(r["test_accuracy"], ".1%"),
+                     *(f"{_f(r[f'iterations_to_{round(t * 100)}pct'], '.0f')} / "
+                       f"{_f(r[f'wall_s_to_{round(t * 100)}pct'], '.1f')}" for t in DEFAULT_TARGETS)])
     mem = machine.get("memory_bytes")
     ver = machine.get("versions", {})
     lines = [
@@ -136,7 +151,8 @@ def render_headline_md(table: pd.DataFrame, *, machine: dict, command: str, sett
         "",
         "Times are seconds per iteration after the warm-up; err = (simulated − measured) / measured; "
         "measured speedup = measured mean of `uncoded` / measured mean of the scheme; test accuracy is the "
-        "last evaluation of the run. Verdict: see report.md (pass: the 95% CIs of the mean and p95 errors "
+        "last evaluation of the run; to P %: iterations and training seconds (sum of iteration times, "
+        "evaluations excluded) until an evaluation first reached P % test accuracy (- = not reached). Verdict: see report.md (pass: the 95% CIs of the mean and p95 errors "
         "lie inside their bands; warn: only the point estimates do; fail: otherwise).",
         "",
     ]
@@ -160,4 +176,4 @@ def render_headline_md(table: pd.DataFrame, *, machine: dict, command: str, sett
     return "\n".join(lines)
 
 
-__all__ = ["HEADLINE_COLUMNS", "accuracy_gap", "build_headline", "render_headline_md"]
+__all__ = ["HEADLINE_COLUMNS", "TTA_HEADLINE_COLUMNS", "accuracy_gap", "build_headline", "render_headline_md"]

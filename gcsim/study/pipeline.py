@@ -14,8 +14,9 @@
    API behind ``gcsim compare``; each run calibrated from itself);
 5. write into ``--out``: the comparison's files (``validation.csv``, ``calibration.json``, ``cdf.png``,
    ``qq.png``, ``predicted_vs_measured.png``, ``timeline_<scheme>.png``, ``report.md``), the headline
-   (``headline.csv``, ``headline.md``), ``accuracy.png`` and ``study.json``
-   (:mod:`gcsim.study.output`).
+   (``headline.csv``, ``headline.md``), ``accuracy.png``, ``accuracy_time.png``,
+   ``time_to_accuracy.csv`` (iterations and training seconds to the test-accuracy targets; input of
+   ``gcsim advise --iterations-to-target``) and ``study.json`` (:mod:`gcsim.study.output`).
 
 A study stopped by Ctrl-C or a failed run is continued by running the same command again.
 """
@@ -254,7 +255,7 @@ def run_study(options: StudyOptions, *, command: str = "gcsim study",
     from gcsim.compare.rundir import read_run_dir
     from gcsim.compare.verdict import Bands
     from gcsim.schemes import scheme_class
-    from gcsim.study.accuracy import plot_accuracy
+    from gcsim.study.accuracy import TTA_COLUMNS, accuracy_curve, plot_accuracy, plot_accuracy_time, time_to_accuracy
     from gcsim.study.headline import build_headline, render_headline_md
     from gcsim.study.machine import describe_machine
     from gcsim.study.output import prepare_out_dir, publish
@@ -281,6 +282,7 @@ def run_study(options: StudyOptions, *, command: str = "gcsim study",
                                                                                       "loss"])
         info[r.scheme] = {"run_dir": r.plan.run_dir, "iterations": len(run.iterations_of(r.scheme)),
                           "metrics": metrics, "exact": bool(scheme_class(r.scheme).exact),
+                          "iteration_times": run.iterations_of(r.scheme),
                           "wall_s": float(run.meta.get("wall_s", float("nan")))}
     headline = build_headline(validation, info)
     warmups = {it.label: it.warmup for it in result.items}
@@ -293,16 +295,23 @@ def run_study(options: StudyOptions, *, command: str = "gcsim study",
             p.rename(tmp / name)
             names.append(name)
         (tmp / "headline.csv").write_text(headline.to_csv(index=False, float_format="%.9g"))
+        tta = pd.concat([time_to_accuracy(info[s]["metrics"], info[s]["iteration_times"]).assign(scheme=s)
+                         for s in headline["scheme"]], ignore_index=True)[TTA_COLUMNS]
+        (tmp / "time_to_accuracy.csv").write_text(tta.to_csv(index=False, float_format="%.9g"))
         plot_accuracy({s: info[s]["metrics"] for s in headline["scheme"]},
                       {s: info[s]["exact"] for s in headline["scheme"]}, tmp / "accuracy.png")
+        plot_accuracy_time({s: accuracy_curve(info[s]["metrics"], info[s]["iteration_times"])
+                            for s in headline["scheme"]},
+                           {s: info[s]["exact"] for s in headline["scheme"]}, tmp / "accuracy_time.png")
         plots = {"Test accuracy and training loss per iteration": "accuracy.png",
+                 "Test accuracy against training wall time": "accuracy_time.png",
                  "Predicted vs measured mean and p95": "predicted_vs_measured.png",
                  "Iteration-time CDFs, simulated vs measured": "cdf.png"}
         md = render_headline_md(headline, machine=machine, command=command, settings=settings, plots=plots,
                                 notes=_notes(runs) + ["Full comparison (CIs, W1, KS, ranking, timelines): "
                                                       "[report.md](report.md), [validation.csv](validation.csv)"])
         (tmp / "headline.md").write_text(md)
-        return names + ["headline.csv", "accuracy.png", "headline.md"]
+        return names + ["headline.csv", "time_to_accuracy.csv", "accuracy.png", "accuracy_time.png", "headline.md"]
 
     files = publish(options.out_dir, fill, {"command": command, "machine": machine,
                                             "schemes": [r.scheme for r in runs],
