@@ -77,3 +77,77 @@ def test_cli_writes_run_directory(tmp_path):
                                                      "meta.json"]
     assert main(["advise", str(p), "--objective", "p50"]) == 2
     assert main(["advise", str(p), "--n", "x"]) == 2
+
+
+# ---------------------------------------------------------------- time to target (issue 14)
+
+def _table():
+    import pandas as pd
+    return pd.DataFrame([
+        {"n": 6, "scheme": "gc-fr", "s": 1, "m": 1, "exact": True, "mean_s": 0.5, "mean_lo": 0.4, "mean_hi": 0.6},
+        {"n": 6, "scheme": "uncoded", "s": 0, "m": 1, "exact": True, "mean_s": 1.0, "mean_lo": 0.9, "mean_hi": 1.1},
+        {"n": 6, "scheme": "pgc-fr", "s": 1, "m": 1, "exact": False, "mean_s": 0.4, "mean_lo": 0.3, "mean_hi": 0.5},
+        {"n": 6, "scheme": "gc-cr", "s": 1, "m": 1, "exact": True, "mean_s": 0.6, "mean_lo": 0.5, "mean_hi": 0.7},
+    ])
+
+
+def test_time_to_target_ranks_by_iterations_times_mean():
+    from gcsim.advise.target import parse_iterations_to_target, time_to_target
+
+    iters = parse_iterations_to_target("uncoded=150, pgc-fr=600,gc-fr=150,gc-cr=nan")
+    assert iters["uncoded"] == 150 and iters["pgc-fr"] == 600 and math.isnan(iters["gc-cr"])
+    tt = time_to_target(_table(), iters)
+    # gc-fr 150 x 0.5 = 75 s; uncoded 150 x 1.0 = 150 s; pgc-fr 600 x 0.4 = 240 s (fastest per iteration,
+    # slowest to the target); gc-cr never reached it
+    assert tt["scheme"].tolist() == ["gc-fr", "uncoded", "pgc-fr", "gc-cr"]
+    assert tt["rank_to_target"].tolist() == [1, 2, 3, 0]
+    assert tt["time_to_target_s"].tolist()[:3] == pytest.approx([75.0, 150.0, 240.0])
+    assert tt.loc[2, ["time_to_target_lo", "time_to_target_hi"]].tolist() == pytest.approx([180.0, 300.0])
+    assert math.isnan(tt.loc[3, "time_to_target_s"])
+
+
+def test_iterations_to_target_from_a_study_csv(tmp_path):
+    import pandas as pd
+
+    from gcsim.advise.target import parse_iterations_to_target
+    from gcsim.errors import ConfigError
+
+    p = tmp_path / "time_to_accuracy.csv"
+    pd.DataFrame({"scheme": ["uncoded", "uncoded", "pgc-fr", "pgc-fr"], "target": [0.4, 0.5, 0.4, 0.5],
+                  "iterations": [60, 150, 120, float("nan")], "wall_s": [1, 2, 3, float("nan")]}).to_csv(p, index=False)
+    got = parse_iterations_to_target(str(p), 0.4)
+    assert got == {"uncoded": 60.0, "pgc-fr": 120.0}
+    got = parse_iterations_to_target(str(p), 0.5)
+    assert got["uncoded"] == 150.0 and math.isnan(got["pgc-fr"])
+    with pytest.raises(ConfigError, match="accuracy-target"):
+        parse_iterations_to_target(str(p))  # two targets, none chosen
+    with pytest.raises(ConfigError, match="accuracy-target"):
+        parse_iterations_to_target(str(p), 0.7)
+    for bad in ("uncoded", "uncoded=0", "uncoded=-3", "uncoded=x", "nosuch=10", "uncoded=1,uncoded=2", "=5"):
+        with pytest.raises(ConfigError, match="iterations-to-target"):
+            parse_iterations_to_target(bad)
+
+
+def test_cli_time_to_target(tmp_path, capsys):
+    import pandas as pd
+
+    from gcsim.cli import main
+    p = tmp_path / "sc.yaml"
+    p.write_text(yaml.safe_dump({"name": "cf", "n_workers": 4, "iterations": 50, "schemes": [{"name": "uncoded"}],
+                                 "workload": {"gradient_bytes": 0.0, "compute": {"dist": "constant", "value": 0.05}},
+                                 "stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 1.0}}}))
+    out = tmp_path / "adv"
+    assert main(["advise", str(p), "--iterations", "50", "--max-s", "1", "--out", str(out),
+                 "--iterations-to-target", "uncoded=100,pgc-cr=300"]) == 0
+    text = capsys.readouterr().out
+    assert "ranked by predicted time to target" in text
+    adv = pd.read_csv(out / "advice.csv")
+    tt = pd.read_csv(out / "time_to_target.csv")
+    assert set(tt["scheme"]) == {"uncoded", "pgc-cr"}
+    for _, r in tt.iterrows():
+        mean = adv[(adv.scheme == r["scheme"]) & (adv.s == r["s"]) & (adv.m == r["m"])]["mean_s"].iloc[0]
+        assert r["time_to_target_s"] == pytest.approx(r["iterations_to_target"] * mean, rel=1e-6)
+    assert tt["time_to_target_s"].is_monotonic_increasing and tt["rank_to_target"].tolist() == list(range(1, len(tt) + 1))
+    assert "Predicted time to target" in (out / "advice.md").read_text()
+    assert main(["advise", str(p), "--iterations", "50", "--iterations-to-target", "bogus=3"]) == 2
+    assert main(["advise", str(p), "--iterations", "50", "--accuracy-target", "0.5"]) == 2

@@ -4,7 +4,8 @@ Run directory (``runs/advise/<scenario>-<UTC timestamp>/`` by default, created e
 :func:`gcsim.rundir.new_run_dir`): ``advice.csv`` (:data:`gcsim.advise.search.COLUMNS` for every n),
 ``advice.md`` (command, verdicts, tables), ``advice_n<N>.png`` (predicted objective against s per
 scheme, uncoded as a line, the best exact choice marked), ``config.yaml`` (the scenario searched),
-``meta.json`` (last).
+``meta.json`` (last); with ``--iterations-to-target`` also ``time_to_target.csv``
+(:data:`gcsim.advise.target.TARGET_COLUMNS`) and its ranking in ``advice.md``.
 """
 
 from __future__ import annotations
@@ -71,13 +72,17 @@ def plot_advice(adv: Advice, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def advice_markdown(advices: list[Advice], command: str) -> str:
-    """The report's markdown: command, then per n the verdict and the full table."""
+def advice_markdown(advices: list[Advice], command: str, targets: pd.DataFrame | None = None) -> str:
+    """The report's markdown: command, then per n the verdict and the full table (and, with
+    ``targets`` from :func:`gcsim.advise.target.time_to_target`, the ranking by time to target)."""
     from gcsim.fit.report import markdown_table
     lines = ["# gcsim advise", "", f"Command: `{command}`", ""]
     for a in advices:
         lines += [f"## n = {a.n}", "", a.verdict, "", f"![advice](advice_n{a.n}.png)", "",
                   markdown_table(a.table[COLUMNS[:-1]]), ""]
+        if targets is not None:
+            lines += ["### Predicted time to target (iterations to target x predicted mean iteration time)", "",
+                      markdown_table(targets[targets["n"] == a.n]), ""]
         if a.skipped:
             lines += [f"Refused by the schemes ({len(a.skipped)}): "
                       + "; ".join(f"{nm} s={s} m={m}" for nm, s, m, _ in a.skipped[:30])
@@ -85,15 +90,20 @@ def advice_markdown(advices: list[Advice], command: str) -> str:
     return "\n".join(lines)
 
 
-def write_advice(advices: list[Advice], scenario, run_dir: Path, command: str) -> Path:
-    """Write the run directory of the module docstring into the claimed ``run_dir``; returns it."""
+def write_advice(advices: list[Advice], scenario, run_dir: Path, command: str,
+                 targets: pd.DataFrame | None = None) -> Path:
+    """Write the run directory of the module docstring into the claimed ``run_dir``; returns it.
+    ``targets``: optional :func:`gcsim.advise.target.time_to_target` rows (``time_to_target.csv``)."""
     from gcsim.rundir import atomic_write_text
     from gcsim.trace import write_csv, write_meta
     table = pd.concat([a.table for a in advices], ignore_index=True)
     write_csv(run_dir / "advice.csv", table, COLUMNS)
     for a in advices:
         plot_advice(a, run_dir / f"advice_n{a.n}.png")
-    atomic_write_text(run_dir / "advice.md", advice_markdown(advices, command))
+    if targets is not None:
+        from gcsim.advise.target import TARGET_COLUMNS
+        write_csv(run_dir / "time_to_target.csv", targets, TARGET_COLUMNS)
+    atomic_write_text(run_dir / "advice.md", advice_markdown(advices, command, targets))
     atomic_write_text(run_dir / "config.yaml", scenario.to_yaml())
     best = {str(a.n): {"scheme": a.best["scheme"], "s": int(a.best["s"]), "m": int(a.best["m"])} for a in advices}
     write_meta(run_dir, "advise", command=command, objective=advices[0].objective, best=best,

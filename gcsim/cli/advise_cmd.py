@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+import pandas as pd
 
 from gcsim.cli.options import IntOption
 
@@ -19,19 +20,28 @@ from gcsim.cli.options import IntOption
               help="Simulated iterations per candidate (all candidates share the same draws).")
 @click.option("--seed", type=IntOption(0, 2**32 - 1), default=None, help="Override the scenario's seed.")
 @click.option("--top", type=IntOption(lo=1), default=None, help="Print only the top rows of each ranking.")
+@click.option("--iterations-to-target", "to_target", default=None, metavar="SCHEME=ITERS[,...]|CSV",
+              help="Iterations each scheme needs to reach a target accuracy (e.g. uncoded=150,pgc-fr=600, or "
+                   "time_to_accuracy.csv of `gcsim study`): also rank by predicted time to target "
+                   "= iterations x predicted mean iteration time.")
+@click.option("--accuracy-target", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Which target of an --iterations-to-target CSV (fraction, e.g. 0.5).")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
               help="Run directory to create (default runs/advise/<scenario>-<UTC timestamp>/).")
 @click.pass_context
-def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, top, out_dir):
+def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, top, to_target, accuracy_target,
+            out_dir):
     """Rank every registered scheme over every valid (s, m) for SCENARIO's straggler model.
 
     Each candidate is simulated on the same keyed draws; the table gives computation and
     communication load, predicted mean and p95 with 95% CIs and the speedup over uncoded. Exact
     schemes are ranked; approximate ones apart, with what they drop. Writes advice.csv, advice.md,
-    advice_n<N>.png, config.yaml, meta.json.
+    advice_n<N>.png, config.yaml, meta.json. With --iterations-to-target, candidates of the named
+    schemes are also ranked by predicted time to target (time_to_target.csv).
     """
     from gcsim.advise.output import format_table, write_advice
     from gcsim.advise.search import advise
+    from gcsim.advise.target import format_time_to_target, parse_iterations_to_target, time_to_target
     from gcsim.cli.options import command_line
     from gcsim.errors import ConfigError
     from gcsim.rundir import check_out_dir, new_run_dir
@@ -46,13 +56,19 @@ def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, to
             raise ConfigError("--n", "an integer >= 1 or a comma-separated list of them", n_list) from None
         if not ns or min(ns) < 1:
             raise ConfigError("--n", "an integer >= 1 or a comma-separated list of them", n_list)
+    if accuracy_target is not None and to_target is None:
+        raise ConfigError("--accuracy-target", "used only with --iterations-to-target", accuracy_target)
+    to_target_iters = parse_iterations_to_target(to_target, accuracy_target) if to_target is not None else None
     if out_dir is not None:
         check_out_dir(out_dir)
     advices = [advise(sc, n=n, objective=objective, max_s=max_s, max_m=max_m, iterations=iterations, seed=seed)
                for n in ns]
+    targets = None
+    if to_target_iters is not None:
+        targets = pd.concat([time_to_target(a.table, to_target_iters) for a in advices], ignore_index=True)
     rd = new_run_dir(out_dir, root="runs/advise", prefix=sc.name)
     try:
-        write_advice(advices, sc, rd.path, command_line(ctx, "advise", [scenario]))
+        write_advice(advices, sc, rd.path, command_line(ctx, "advise", [scenario]), targets=targets)
     except BaseException:
         rd.discard()
         raise
@@ -60,5 +76,7 @@ def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, to
     for a in advices:
         click.echo(format_table(a, top))
         click.echo(a.verdict)
+        if targets is not None:
+            click.echo(format_time_to_target(targets, a.n, top))
         click.echo(f"({len(a.table)} candidates in {a.wall_s:.1f} s)")
     click.echo(f"wrote {rd.path}")
