@@ -196,3 +196,83 @@ def test_carry_over_starts_next_iteration_late(cluster):
             assert first.status == "cancelled" and np.isnan(first.arrival_s)
     assert starts["carry-over"] > 0  # queued behind the late call (lower bound: first.send_s above)
     assert starts["cancel"] < HOLD_S  # the cancelled call did not hold the next one back
+
+
+@ray.remote(num_cpus=0)
+class _Owner:
+    """Owns an object the driver holds a reference to; killing it makes that reference lost."""
+
+    def make(self):
+        # nested: owned by this actor; never finished when the actor is killed
+        return [ray.get_runtime_context().current_actor.value.remote()]
+
+    def value(self):
+        time.sleep(HOLD_S)  # killed long before
+        return np.zeros(3)
+
+
+def _lost_ref():
+    """A reference whose producer and owner died before producing it (``ray.get`` raises
+    ``ActorDiedError`` or ``OwnerDiedError``, depending on which Ray notices first, as for a payload
+    of a worker on a node that went away)."""
+    owner = _Owner.remote()
+    (ref,) = ray.get(owner.make.remote())
+    ray.kill(owner, no_restart=True)
+    with pytest.raises(ray.exceptions.RayActorError):  # wait until the owner is dead
+        ray.get(owner.make.remote())
+    return ref
+
+
+class _LosePayloads(ParameterServer):
+    """Replaces the payload reference of the first used worker of iteration t (``lose[t]`` times) by a
+    lost one just before it is fetched: a real Ray error at fetch time, as when the node holding the
+    payload died."""
+
+    def __init__(self, *a, lose: dict[int, int], **k):
+        super().__init__(*a, **k)
+        self.lose, self.freed = lose, []
+
+    def _fetch(self, workers, refs):
+        it = self._open["iteration"]
+        if self.lose.get(it, 0) > 0:
+            self.lose[it] -= 1
+            w = workers[0]
+            refs = {**refs, w: _lost_ref()}
+            self.freed.append((it, w))
+        return super()._fetch(workers, refs)
+
+
+def test_lost_payload_within_s_is_decoded_from_survivors_beyond_s_fails(cluster):
+    """gc-fr n=6 s=1: a used worker's payload lost at fetch time counts as never arrived; the
+    iteration decodes from the other member of its group, exactly; the worker is dead from then on
+    (deaths records iteration and cause); a second loss in another group is more than s."""
+    from gcsim.errors import RunFailedError
+
+    pool, images, labels = cluster
+    scheme = make_scheme("gc-fr", N, 1, 1)
+    shards = _setup(pool, images, labels, scheme)
+    deaths = []
+    ps = _LosePayloads(pool, scheme, FixedDelays({}), policy="cancel", scheme_label="gc-fr", t0=time.time(),
+                       slice_sizes=slice_sizes(BATCH, scheme.k), n_params=num_parameters(build_model("small-cnn")),
+                       lose={1: 1, 2: 1}, on_death=lambda w, t, c: deaths.append((w, t, c)))
+    model = build_model("small-cnn", seed=SEED, dtype="float64")
+    weights = get_flat_weights(model)
+    ps.step(0, weights)
+    ps.end_iteration()
+    res = ps.step(1, weights)
+    ps.end_iteration()
+    (it, lost_w), = ps.freed
+    assert it == 1 and lost_w not in res.used_workers and len(res.used_workers) == N // 2
+    expected = _full_batch_gradient(model, images, labels, shards, 1)
+    assert np.max(np.abs(res.gradient - expected)) <= 1e-10 * np.max(np.abs(expected))
+    assert ps.dead == {lost_w} and ps.deaths[lost_w]["iteration"] == 1
+    assert ps.deaths[lost_w]["cause"].split(":")[0] in {"ActorDiedError", "OwnerDiedError"}
+    assert [(w, t) for w, t, _ in deaths] == [(lost_w, 1)]
+    wk = ps.workers_frame()
+    row = wk[(wk.iteration == 1) & (wk.worker == lost_w)].iloc[0]
+    assert row.status == "dead" and not row.used
+    with pytest.raises(RunFailedError, match=r"iteration 2: 2 workers lost"):
+        ps.step(2, weights)
+    assert len(ps.dead) == 2 and ps.freed[1][0] == 2
+    ps.abandon_iteration()
+    ps.drain(timeout_s=DRAIN_S)

@@ -19,8 +19,15 @@ One iteration ``t`` (instants in seconds from the run's time origin, :data:`WORK
    ``compute_start_s > dispatch_s``); its reply is still collected in later iterations (status
    ``late``, with its ``arrival_s``) but its payload reference is released at once.
 
-Dead workers (``RayActorError``) get status ``dead`` and are not dispatched to again; with more than
-``s`` of them the iteration raises :class:`RunFailedError` (the decoder cannot work around them).
+Lost workers: one failure path for an actor that died, a node that went away (its actors die with
+it) and a reply whose payload cannot be fetched (``ObjectLostError`` and its kinds –
+``ObjectReconstructionFailedError``, ``OwnerDiedError`` – or no payload within ``fetch_timeout_s``).
+The worker gets status ``dead`` (from that iteration on), is recorded in :attr:`ParameterServer.deaths`
+with the iteration and the cause, and is not dispatched to again. A lost reply counts as never
+arrived: its messages leave the arrived set, which is decoded again from what survives (waiting for
+more replies if needed). With more than ``s`` lost workers the iteration raises
+:class:`RunFailedError` naming them (the decoder cannot work around them; the run stops at its last
+finished iteration).
 """
 
 from __future__ import annotations
@@ -39,6 +46,22 @@ from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS
 
 class RunInterrupted(Exception):
     """Raised inside :meth:`ParameterServer.step` when the caller asked to stop (Ctrl-C)."""
+
+
+def lost_worker_errors() -> tuple[type, ...]:
+    """Ray exceptions that mean a worker (or what it produced) is gone for good: a dead or
+    unavailable actor, a dead node or raylet, a crashed worker process, a lost object (including
+    ``ObjectReconstructionFailedError`` and ``OwnerDiedError``)."""
+    from ray import exceptions as rx
+
+    return (rx.RayActorError, rx.ObjectLostError, rx.NodeDiedError, rx.WorkerCrashedError,
+            rx.LocalRayletDiedError)
+
+
+def _cause(e: BaseException) -> str:
+    """``"<ExceptionType>: <first line>"`` of a Ray error (its messages run to many lines)."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first[:200]}" if first else type(e).__name__
 
 
 @dataclass
@@ -145,6 +168,10 @@ class ParameterServer:
         n_params: length ``l`` of the flat gradient.
         after_dispatch: optional hook ``(iteration, pool)`` called right after dispatch (fault injection).
         poll_s: longest single ``ray.wait`` (seconds) between checks of ``should_stop``.
+        fetch_timeout_s: longest wait (seconds) for the used payloads once decodable; a payload not
+            fetched by then counts as lost (its worker dead).
+        on_death: optional hook ``(worker, iteration, cause)`` called once per lost worker (the
+            runner prints it).
         cpu_meter: optional :class:`gcsim.real.hostcpu.HostCpuMeter` read at the start, the decodable
             instant and the end of every iteration: ``other_cpu_wait_s`` / ``other_cpu_finish_s``
             (NaN without it).
@@ -152,13 +179,17 @@ class ParameterServer:
 
     def __init__(self, pool: WorkerPool, scheme, stragglers, *, policy: str, scheme_label: str, t0: float,
                  slice_sizes: np.ndarray, n_params: int, should_stop: Callable[[], bool] = lambda: False,
-                 after_dispatch: Callable | None = None, poll_s: float = 0.25, cpu_meter=None):
+                 after_dispatch: Callable | None = None, poll_s: float = 0.25, cpu_meter=None,
+                 fetch_timeout_s: float = 60.0, on_death: Callable | None = None):
         self.pool, self.scheme, self.stragglers = pool, scheme, stragglers
         self.policy, self.label, self.t0 = policy, scheme_label, float(t0)
         self.slice_sizes = np.asarray(slice_sizes, dtype=float)
         self.n_params = int(n_params)
         self.should_stop, self.after_dispatch, self.poll_s = should_stop, after_dispatch, poll_s
         self.dead: set[int] = set()
+        #: worker -> {"iteration": first iteration it was lost in, "cause": "<Ray error>: <first line>"}
+        self.deaths: dict[int, dict] = {}
+        self.fetch_timeout_s, self.on_death = float(fetch_timeout_s), on_death
         self.pending: dict = {}  # meta ObjectRef -> _Pending
         self.worker_rows: dict[tuple[int, int], dict] = {}
         self.iteration_rows: list[dict] = []
@@ -188,11 +219,39 @@ class ParameterServer:
             return self._open["rows"].get(worker)
         return self.worker_rows.get((iteration, worker))
 
-    def _mark_dead(self, worker: int, iteration: int) -> None:
-        self.dead.add(worker)
+    def _mark_dead(self, worker: int, iteration: int, cause: str) -> None:
+        if worker not in self.dead:
+            self.dead.add(worker)
+            self.deaths[worker] = {"iteration": int(iteration), "cause": cause}
+            if self.on_death is not None:
+                self.on_death(worker, int(iteration), cause)
         row = self._row(iteration, worker)
         if row is not None:
             row["status"] = "dead"
+            row["used"] = False
+
+    def _fetch(self, workers: tuple[int, ...], refs: dict[int, object]) -> tuple[dict[int, list], dict[int, str]]:
+        """Fetch the payloads ``refs[w]`` of ``workers``: ``({worker: payload list}, {worker: cause})``,
+        the second for payloads that are lost (:func:`lost_worker_errors`) or not fetched within
+        ``fetch_timeout_s``. Other Ray errors propagate."""
+        import ray
+        from ray.exceptions import GetTimeoutError
+
+        lost_types = lost_worker_errors()
+        try:
+            return dict(zip(workers, ray.get([refs[w] for w in workers], timeout=self.fetch_timeout_s))), {}
+        except (GetTimeoutError, *lost_types):
+            pass
+        got, lost = {}, {}  # one by one, to know whose payload is gone
+        deadline = time.monotonic() + self.fetch_timeout_s
+        for w in workers:
+            try:
+                got[w] = ray.get(refs[w], timeout=max(0.1, deadline - time.monotonic()))
+            except GetTimeoutError:
+                lost[w] = f"payload not fetched within {self.fetch_timeout_s:g} s"
+            except lost_types as e:
+                lost[w] = _cause(e)
+        return got, lost
 
     def _fill_from_meta(self, row: dict, meta: dict) -> None:
         row["compute_start_s"] = meta["compute_start"] - self.t0
@@ -214,8 +273,9 @@ class ParameterServer:
     def _harvest(self, refs: list, t_obs: float, current: int) -> list[tuple[float, _Pending, dict]]:
         """Read ready replies; update rows of earlier iterations; return current ones (with send time)."""
         import ray
-        from ray.exceptions import RayActorError, TaskCancelledError
+        from ray.exceptions import TaskCancelledError
 
+        lost_types = lost_worker_errors()
         fresh = []
         for ref in refs:
             p = self.pending.pop(ref)
@@ -223,8 +283,8 @@ class ParameterServer:
                 meta = ray.get(ref)
             except TaskCancelledError:
                 meta = None
-            except RayActorError:
-                self._mark_dead(p.worker, p.iteration)
+            except lost_types as e:
+                self._mark_dead(p.worker, p.iteration, _cause(e))
                 continue
             if meta is None:  # cancelled (Ray's error, or the worker noticed the cancel itself)
                 row = self._row(p.iteration, p.worker)
@@ -288,42 +348,54 @@ class ParameterServer:
         computed_at: dict[int, dict] = {}  # worker -> {partition: iteration its gradient was computed}
         decoding, decodable_s, n_arrived = None, np.nan, 0
         cpu_decodable = None
-        while decoding is None:
-            if self.should_stop():
-                raise RunInterrupted(f"interrupted during iteration {it}")
-            if len(self.dead) > scheme.s:
-                raise RunFailedError(
-                    f"iteration {it}: {len(self.dead)} workers lost (workers {sorted(self.dead)}), more than "
-                    f"the s={scheme.s} scheme {scheme.name} tolerates")
-            if not any(p.iteration == it for p in self.pending.values()):
-                raise RunFailedError(f"iteration {it}: every live worker replied (arrived messages {arrived}) "
-                                     f"but scheme {scheme.name} cannot decode them")
-            ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=self.poll_s)
-            if not ready:
-                continue
-            ready, _ = ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
-            t_obs = self.clock()
-            for _, p, meta in self._harvest(ready, t_obs, it):
-                row = rows[p.worker]
-                self._fill_from_meta(row, meta)
-                row["arrival_s"] = t_obs
-                row["status"] = "arrived"
-                payload_refs[p.worker] = p.payload_ref
-                losses.update(meta["losses"])
-                computed_at[p.worker] = meta.get("computed_at") or {}
-                n_arrived += 1
-                if decoding is None:
-                    arrived.extend(msg_ids.get(p.worker, []))
-                    decoding = scheme.decode(arrived, it)
-                    if decoding is not None:
-                        decodable_s = self.clock()
-                    elif scheme.last_refusal is not None:
-                        self.refusals.append((it, scheme.last_refusal))
-                        cpu_decodable = self._read_cpu()
-
-        used_workers = tuple(sorted({int(w) for w in scheme.message_worker(it)[list(decoding.used)]}))
-        fetched = ray.get([payload_refs[w] for w in used_workers])
-        payloads = {mid: arr for reply in fetched for mid, arr in reply}
+        while True:  # until decodable from payloads that could all be fetched
+            while decoding is None:
+                if self.should_stop():
+                    raise RunInterrupted(f"interrupted during iteration {it}")
+                if len(self.dead) > scheme.s:
+                    raise RunFailedError(
+                        f"iteration {it}: {len(self.dead)} workers lost (workers {sorted(self.dead)}), more than "
+                        f"the s={scheme.s} scheme {scheme.name} tolerates")
+                if not any(p.iteration == it for p in self.pending.values()):
+                    raise RunFailedError(f"iteration {it}: every live worker replied (arrived messages {arrived}) "
+                                         f"but scheme {scheme.name} cannot decode them")
+                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=self.poll_s)
+                if not ready:
+                    continue
+                ready, _ = ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
+                t_obs = self.clock()
+                for _, p, meta in self._harvest(ready, t_obs, it):
+                    row = rows[p.worker]
+                    self._fill_from_meta(row, meta)
+                    row["arrival_s"] = t_obs
+                    row["status"] = "arrived"
+                    payload_refs[p.worker] = p.payload_ref
+                    losses.update(meta["losses"])
+                    computed_at[p.worker] = meta.get("computed_at") or {}
+                    n_arrived += 1
+                    if decoding is None:
+                        arrived.extend(msg_ids.get(p.worker, []))
+                        decoding = scheme.decode(arrived, it)
+                        if decoding is not None:
+                            decodable_s = self.clock()
+                        elif scheme.last_refusal is not None:
+                            self.refusals.append((it, scheme.last_refusal))
+                            cpu_decodable = self._read_cpu()
+            used_workers = tuple(sorted({int(w) for w in scheme.message_worker(it)[list(decoding.used)]}))
+            fetched, lost = self._fetch(used_workers, payload_refs)
+            if not lost:
+                break
+            # a lost payload is a reply that never arrived: decode again from what survives
+            for w, cause in lost.items():
+                self._mark_dead(w, it, cause)
+                payload_refs.pop(w, None)
+                gone = set(msg_ids.get(w, []))
+                arrived = [mid for mid in arrived if mid not in gone]
+            del fetched
+            decoding = scheme.decode(arrived, it) if arrived and len(self.dead) <= scheme.s else None
+            if decoding is not None:
+                decodable_s = self.clock()
+        payloads = {mid: arr for w in used_workers for mid, arr in fetched[w]}
         gradient = scheme.combine(decoding, payloads, self.n_params)
         for w in used_workers:
             rows[w]["used"] = True
