@@ -145,3 +145,62 @@ def test_shipped_heavy_tail_scheme_relations_hold_per_iteration():
         assert (d[k] - (load - 1) * c <= d["uncoded"] + 1e-12).all(), k
     summary = r.summary.set_index("scheme")
     np.testing.assert_allclose(summary.speedup_vs_uncoded, summary.loc["uncoded", "mean_s"] / summary.mean_s)
+
+
+# ------------------------------------------------------------------ every registered scheme, both engines
+def _params_at(name: str, n: int) -> dict:
+    """The first (s, m) of the scheme's declared examples that builds at n workers, preferring s >= 1."""
+    from gcsim.errors import SchemeError
+    from gcsim.schemes import scheme_class
+
+    cls = scheme_class(name)
+    for p in sorted(cls.examples, key=lambda p: p["s"] == 0):
+        try:
+            cls(n=n, s=p["s"], m=p.get("m", 1))
+            return {"s": p["s"], "m": p.get("m", 1)}
+        except SchemeError:
+            continue
+    raise AssertionError(f"{name}: no declared (s, m) builds at n = {n}")
+
+
+def _quorum_expected_y(quorum, scale: float) -> float:
+    """E[Y] for i.i.d. Exp(mean ``scale``) delays when the iteration ends once every group of the quorum
+    holds ``need`` arrivals: Y = max over groups g of X_(need:|g|) within g, so
+    P(Y <= x) = prod_g P(Bin(|g|, F(x)) >= need) and E[Y] = int_0^inf 1 - P(Y <= x) dx
+    (David & Nagaraja, Order Statistics, 2003, eq. (2.1.3) for the k-th order statistic's cdf)."""
+    from scipy import integrate
+
+    sizes = np.bincount(np.asarray(quorum.group))
+    need = np.minimum(quorum.need, sizes)
+
+    def tail(x):
+        f = 1.0 - np.exp(-x / scale)
+        return 1.0 - float(np.prod(stats.binom.sf(need - 1, sizes, f)))
+
+    return integrate.quad(tail, 0, np.inf, limit=200)[0]
+
+
+@pytest.mark.parametrize("engine", ["simpy", "vector"])
+def test_every_registered_scheme_matches_its_quorum_order_statistic(engine):
+    # constant compute c, latency L, decode delta, Exp delays: duration = 2L + load*c + delta + Y with
+    # Y the quorum's order statistic; the quorum itself is checked against decode() by check_scheme
+    from gcsim.schemes import make_scheme, scheme_names
+    from gcsim.sim.vector import simulate_vector
+
+    scale, iters = 0.05, 1500
+    specs = [{"name": name, **_params_at(name, N)} for name in scheme_names()]
+    sc = validate_scenario({
+        "name": "analytic-all", "n_workers": N, "iterations": iters, "seed": 5, "schemes": specs,
+        "workload": {"gradient_bytes": 1e6, "model_bytes": 1e6, "compute": {"dist": "constant", "value": C}},
+        "network": {"latency_s": L}, "stragglers": {"delay": {"dist": "expon", "scale": scale}},
+        "master": {"decode_s": {"dist": "constant", "value": DELTA}},
+    })
+    result = simulate(sc) if engine == "simpy" else simulate_vector(sc)
+    it = result.iterations
+    for spec in specs:
+        sch = make_scheme(spec["name"], N, spec["s"], spec["m"])
+        d = it.loc[it["scheme"] == spec["name"], "duration_s"].to_numpy()
+        assert len(d) == iters, spec
+        want = 2 * L + sch.computation_load * C + DELTA + _quorum_expected_y(sch.quorum(), scale)
+        se = d.std(ddof=1) / np.sqrt(len(d))
+        assert abs(d.mean() - want) < 4 * se, (spec, d.mean(), want, se)
