@@ -70,10 +70,11 @@ OTHER_CPU_COLUMNS = ["other_cpu_wait_s", "other_cpu_finish_s"]
 #: summary.csv – one row per scheme. ``refusals``: iterations in which the scheme refused to decode an
 #: arrived set it could solve for but not exactly enough in the payload precision, so the master waited
 #: for more arrivals (:class:`gcsim.schemes.base.Refusal`); NaN when the writer did not count them
-#: (older traces).
+#: (older traces). ``dead_workers``: workers the real executor lost during the run (dead actor, node
+#: or lost payload; all sessions); NaN where not counted (the simulator, older traces).
 SUMMARY_COLUMNS = [
     "scheme", "n", "s", "m", "iterations", "mean_s", "p50_s", "p95_s", "p99_s", "std_s",
-    "speedup_vs_uncoded", "computation_load", "communication_load", "refusals",
+    "speedup_vs_uncoded", "computation_load", "communication_load", "refusals", "dead_workers",
 ]
 
 
@@ -86,6 +87,7 @@ def summarize(iterations: pd.DataFrame, loads: dict[str, dict], refusals: dict[s
             (e.g. ``Scheme.describe()``).
         refusals: scheme -> iterations with a refused decode (column ``refusals``; default: the
             table's ``attrs["refusals"]`` as the real executor's frame carries it; NaN where absent).
+            ``dead_workers`` comes from ``attrs["dead_workers"]`` (scheme -> count) the same way.
     Returns:
         DataFrame with :data:`SUMMARY_COLUMNS`; ``speedup_vs_uncoded`` = mean(uncoded)/mean(scheme),
         NaN when no ``uncoded`` row is present.
@@ -103,6 +105,7 @@ def summarize(iterations: pd.DataFrame, loads: dict[str, dict], refusals: dict[s
             "speedup_vs_uncoded": np.nan,
             "computation_load": info["computation_load"], "communication_load": info["communication_load"],
             "refusals": (refusals or {}).get(scheme, np.nan),
+            "dead_workers": (iterations.attrs.get("dead_workers") or {}).get(scheme, np.nan),
         })
     out = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     if "uncoded" in set(out["scheme"]):
@@ -141,7 +144,7 @@ def read_meta(run_dir: Path) -> dict:
 def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
     """Read ``<run_dir>/<name>`` and check it has ``columns``. Raises RunDirError naming the file.
 
-    :data:`CPU_COLUMNS`, :data:`OTHER_CPU_COLUMNS` and summary's ``refusals`` absent (older traces)
+    :data:`CPU_COLUMNS`, :data:`OTHER_CPU_COLUMNS` and summary's ``refusals`` / ``dead_workers`` absent (older traces)
     are added as NaN rather than refused."""
     p = Path(run_dir) / name
     if not p.is_file():
@@ -150,7 +153,7 @@ def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
         df = pd.read_csv(p)
     except Exception as e:  # pandas raises several types for malformed CSV
         raise RunDirError(f"{p}: unreadable CSV ({type(e).__name__}: {e})") from None
-    for c in CPU_COLUMNS + OTHER_CPU_COLUMNS + ["refusals"]:
+    for c in CPU_COLUMNS + OTHER_CPU_COLUMNS + ["refusals", "dead_workers"]:
         if c in columns and c not in df.columns:
             df[c] = np.nan
     missing = [c for c in columns if c not in df.columns]

@@ -22,12 +22,15 @@ import gcsim.rundir as rundir
 from gcsim.errors import ConfigError, RunDirError, RunFailedError
 from gcsim.rundir import CLAIM_NAME, RunStatus, effective_status, new_run_dir, read_status, write_status
 
-SCENARIO = {
-    "name": "par", "n_workers": 4, "iterations": 20, "seed": 1,
-    "schemes": [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}],
-    "workload": {"gradient_bytes": 1e3, "model_bytes": 1e3, "compute": {"dist": "constant", "value": 0.01}},
-    "stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}},
-}
+SCENARIO_YAML = """\
+name: par
+n_workers: 4
+iterations: 20
+seed: 1
+schemes: [{name: uncoded}, {name: gc-fr, s: 1}]
+workload: {gradient_bytes: 1000, compute: {dist: constant, value: 0.01}}
+stragglers: {delay: {dist: bimodal, p: 0.2, delay: 0.05}}
+"""
 GCSIM = [sys.executable, "-c", "import sys; from gcsim.cli import main; sys.exit(main())"]
 REFUSAL = re.compile(r"^gcsim: error: --out: expected a new or empty directory, got '.*' "
                      r"\((another run is writing it|holding .*)\)\n$")
@@ -112,7 +115,7 @@ def test_status_vocabulary_and_dead_runs(tmp_path):
 # --------------------------------------------------------------------------- real processes
 @pytest.fixture
 def scen(tmp_path):
-    (tmp_path / "par.yaml").write_text(yaml.safe_dump(SCENARIO))
+    (tmp_path / "par.yaml").write_text(SCENARIO_YAML)
     return tmp_path
 
 
@@ -196,13 +199,23 @@ def test_embedded_ray_is_private_whatever_ray_address_says(monkeypatch, tmp_path
     monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
 
     class Cfg:
-        address, ray_num_cpus, n_workers = None, None, 3
+        address, ray_num_cpus, n_workers, connect_timeout_s = None, None, 3, 5.0
     with ray_session(Cfg()):
         kw = calls[0]
         assert kw["address"] == "local" and kw["_node_ip_address"] == "127.0.0.1" and kw["num_cpus"] == 3
         assert kw["include_dashboard"] is False and Path(kw["_temp_dir"]).is_dir()
     assert calls[-1] == "shutdown" and not Path(kw["_temp_dir"]).exists()
-    Cfg.address = "10.0.0.1:6379"
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # something listens at --address
+        port = listener.getsockname()[1]
+        Cfg.address = f"127.0.0.1:{port}"
+        calls.clear()
+        with ray_session(Cfg()):
+            assert calls[0]["address"] == Cfg.address and "_temp_dir" not in calls[0]
+    # closed now: nothing listens at the same port
     calls.clear()
-    with ray_session(Cfg()):
-        assert calls[0]["address"] == "10.0.0.1:6379" and "_temp_dir" not in calls[0]
+    with pytest.raises(ConfigError, match=r"^--address: no Ray cluster reachable at 127\.0\.0\.1:\d+ within 5 s"):
+        with ray_session(Cfg()):
+            pass
+    assert calls == []  # ray.init never called

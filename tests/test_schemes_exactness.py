@@ -212,12 +212,13 @@ def test_real_master_refusal_status_reaches_summary():
     ps = ParameterServer.__new__(ParameterServer)
     ref = Refusal(arrived=(1, 2), residual=1.0, error_bound=1.0, cond=1.0, reason="coefficient residual 1.0e+00 > 1e-06")
     ps.label, ps.refusals = "gc-cr", [(0, ref), (0, ref), (2, ref)]
+    ps.deaths, ps.prior_deaths = {4: {"iteration": 1, "cause": "ActorDiedError: x"}}, 1  # one lost now, one before
     ps.iteration_rows = [{"scheme": "gc-cr", "iteration": i, "start_s": i, "decodable_s": i + 0.5, "end_s": i + 1,
                           "duration_s": 1.0, "n_arrived": 3, "n_used": 3} for i in range(2)]  # iteration 2 not committed
     assert ps.refusal_status() == {"refused_iterations": 1, "refusals": 2,
                                    "first_refusal": {"iteration": 0, "arrived": [1, 2], "reason": ref.reason}}
     summary = summarize(ps.iterations_frame(), {"gc-cr": make_scheme("gc-cr", 3, 1).describe()})
-    assert summary.loc[0, "refusals"] == 1
+    assert summary.loc[0, "refusals"] == 1 and summary.loc[0, "dead_workers"] == 2
 
 
 # ----------------------------------------------------------------------------- verify / CLI

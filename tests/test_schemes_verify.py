@@ -96,3 +96,26 @@ def test_cli_check_failure_exits_1_and_prints_the_pattern(capsys, monkeypatch):
     assert main(["schemes", "check", "broken-cr", "--n", "5", "--s", "1"]) == 1
     out = capsys.readouterr().out
     assert "FAIL: stragglers [0]: coefficient residual" in out
+
+
+def test_every_cli_command_and_verify_scheme_run_with_one_blas_thread(monkeypatch, capsys):
+    """Issue 15 item 6: decodes under multi-threaded BLAS are 5-11x slower on a busy machine."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import gcsim.schemes.verify as verify_mod
+    from gcsim.cli import main
+    from gcsim.schemes import make_scheme
+
+    if not [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]:
+        pytest.skip("no BLAS library loaded")
+    seen = []
+    real = verify_mod._verify_scheme
+
+    def spy(*args, **kwargs):
+        seen.append(max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verify_mod, "_verify_scheme", spy)
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):  # as if the machine's default were 2
+        assert main(["schemes", "check", "gc-cr", "--n", "6", "--s", "1"]) == 0
+        verify_mod.verify_scheme(make_scheme("gc-cr", 6, 1))
+    assert seen == [1, 1]

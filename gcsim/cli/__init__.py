@@ -71,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as caught:
             # held back: printed after a successful command, dropped before a one-line error
             warnings.simplefilter("default")
-            rv = cli.main(args=args, prog_name="gcsim", standalone_mode=False)
+            from gcsim.threads import one_blas_thread
+
+            with one_blas_thread():  # decodes are many small solves: one BLAS thread (gcsim/threads.py)
+                rv = cli.main(args=args, prog_name="gcsim", standalone_mode=False)
         for w in caught:
             click.echo(warnings.formatwarning(w.message, w.category, w.filename, w.lineno).rstrip(), err=True)
         return int(rv or 0)

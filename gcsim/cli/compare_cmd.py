@@ -32,12 +32,18 @@ def _command_line(ctx: click.Context) -> str:
 @click.option("--p95-band", type=float, default=0.10, show_default=True,
               help="Allowed relative error of the 95th percentile.")
 @click.option("--mode", type=click.Choice(["scenario", "paired"]), default="scenario", show_default=True,
-              help="scenario: fresh straggler draws per replication; paired: replay the run's own draws "
-                   "(same seed) and bootstrap paired on iterations.")
+              help="scenario: fresh straggler draws per replication (a prediction: out of sample with "
+                   "--calibrate-from another run, in sample without); paired: replay the run's own draws "
+                   "(same seed) and bootstrap paired on iterations: a model check, not a prediction.")
 @click.option("--cpu-source", type=click.Choice(["wall", "measured"]), default="wall", show_default=True,
               help="Per-partition CPU work: wall = de-contended compute wall time (best when each run is "
                    "calibrated from itself); measured = the workers' CPU clocks in the trace (best with "
                    "--calibrate-from another scheme).")
+@click.option("--load-from", "load_from", type=click.Choice(["calibration", "target"]), default="calibration",
+              show_default=True,
+              help="With --cpu-source measured: the CPU other processes took from the workers, as measured "
+                   "in the calibration run (a pure prediction) or during each target run (the machine's "
+                   "load then, an input recorded beside its iteration times, never fitted to them).")
 @click.option("--bootstrap", "n_resamples", type=int, default=2000, show_default=True,
               help="Bootstrap resamples per confidence interval.")
 @click.option("--seed", type=IntOption(0, 2**32 - 1), default=0, show_default=True,
@@ -46,7 +52,7 @@ def _command_line(ctx: click.Context) -> str:
               help="Output directory (default runs/compare/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
-            n_resamples, seed, out_dir, progress):
+            load_from, n_resamples, seed, out_dir, progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -71,7 +77,8 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     from gcsim.rundir import check_out_dir, new_run_dir
 
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
-                             mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source)
+                             mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
+                             load_from=load_from)
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:
@@ -95,7 +102,8 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
         raise
 
     table = result.table()
-    src = f"calibrated from {source.label}" if source is not None else "each run calibrated from itself"
+    src = (f"calibrated from {source.label}" if source is not None
+           else "each run calibrated from itself (in sample)")
     click.echo(f"{len(table)} scheme(s) compared, {options.mode} mode, {options.replications} replication(s), "
                f"{src}")
     click.echo(verdict_table(table))

@@ -28,16 +28,30 @@ import click
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="Directory holding cifar-10-batches-py [data/cifar10].")
 @click.option("--max-train-samples", type=int, default=None, help="Use only the first N training images.")
-@click.option("--address", default=None, help="Join this Ray cluster instead of starting an embedded Ray.")
+@click.option("--address", default=None, help="Join this Ray cluster (host:port of its head) instead of starting "
+              "a private local Ray; with --resume, overrides the saved address.")
+@click.option("--connect-timeout", "connect_timeout_s", type=float, default=None,
+              help="Seconds to reach --address [30].")
+@click.option("--placement-timeout", "placement_timeout_s", type=float, default=None,
+              help="Seconds to place the workers' placement group [120].")
+@click.option("--setup-timeout", "setup_timeout_s", type=float, default=None,
+              help="Seconds for every worker to start and load its data [600].")
+@click.option("--fetch-timeout", "fetch_timeout_s", type=float, default=None,
+              help="Seconds to fetch a used reply before its worker counts as lost [60].")
+@click.option("--worker-cpus", type=float, default=None,
+              help="Logical CPUs per worker actor [the most, at most 1, that fits every node's CPUs].")
+@click.option("--placement", type=click.Choice(["spread", "pack"]), default=None,
+              help="Spread the workers over the nodes or pack them onto few [spread].")
 @click.option("--ray-num-cpus", type=int, default=None, help="Logical CPUs of the embedded Ray [n workers].")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Run directory [runs/real/<scheme>-<UTC timestamp>].")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path), default=None,
               help="Continue the run in this directory from its checkpoint (other options ignored except "
-                   "--iterations).")
+                   "--iterations, --address, the timeouts, --worker-cpus and --placement).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, model, eval_every, checkpoint_every,
-            seed, policy, data_dir, max_train_samples, address, ray_num_cpus, out_dir, resume_dir, no_progress):
+            seed, policy, data_dir, max_train_samples, address, connect_timeout_s, placement_timeout_s, setup_timeout_s,
+            fetch_timeout_s, worker_cpus, placement, ray_num_cpus, out_dir, resume_dir, no_progress):
     """Train on CIFAR-10 with a Ray parameter server using a gradient-coding scheme and measure
     the iteration time under the scenario's injected stragglers.
 
@@ -51,8 +65,11 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
     from gcsim.real.config import resolve_config
     from gcsim.real.runner import resume_real, run_real
 
+    cluster = dict(address=address, connect_timeout_s=connect_timeout_s, placement_timeout_s=placement_timeout_s,
+                   setup_timeout_s=setup_timeout_s, fetch_timeout_s=fetch_timeout_s, worker_cpus=worker_cpus,
+                   placement=placement)
     if resume_dir is not None:
-        result = resume_real(resume_dir, iterations=iterations, progress=not no_progress)
+        result = resume_real(resume_dir, iterations=iterations, progress=not no_progress, overrides=cluster)
     else:
         if scheme is None:
             raise ConfigError("--scheme", "a scheme name (see `gcsim schemes`)", None)
@@ -60,7 +77,7 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
             scheme, scenario_path, n_workers=workers, s=s, m=m, iterations=iterations, batch_size=batch_size,
             lr=lr, model=model, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
             policy=policy, data_dir=None if data_dir is None else str(data_dir),
-            max_train_samples=max_train_samples, address=address, ray_num_cpus=ray_num_cpus)
+            max_train_samples=max_train_samples, ray_num_cpus=ray_num_cpus, **cluster)
         result = run_real(cfg, scenario, out_dir, progress=not no_progress)
     sm = result.summary
     click.echo(f"run directory: {result.run_dir}")
@@ -70,6 +87,9 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
                    f"p99 {sm['p99_s']:.4f}")
     if result.test_accuracy == result.test_accuracy:
         click.echo(f"test accuracy: {result.test_accuracy:.4f}")
+    dead = (sm or {}).get("dead_workers")
+    if dead == dead and dead:  # not NaN, not 0
+        click.echo(f"workers lost: {int(dead)} (status.json dead_workers says which, when and why)")
     if result.status == "interrupted":
         click.echo(f"continue with: gcsim real --resume {shlex.quote(str(result.run_dir))}")
         click.get_current_context().exit(130)

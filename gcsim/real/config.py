@@ -49,6 +49,13 @@ class RealConfig(BaseModel):
         ray_num_cpus: logical CPUs of the embedded Ray (None: ``n_workers``, one per actor).
         torch_threads: torch intra-op threads per worker and in the master.
         cancel_poll_s: how often an injected delay checks for cancellation.
+        connect_timeout_s: longest wait to reach ``address`` (TCP) before a one-line error.
+        placement_timeout_s: longest wait for the workers' placement group (one bundle per worker).
+        setup_timeout_s: longest wait for every worker actor to start and load its data.
+        fetch_timeout_s: longest wait for a used payload once decodable (then its worker is lost).
+        worker_cpus: logical CPUs per worker actor (None: the most, at most 1, that lets every
+            worker fit on the nodes' CPUs).
+        placement: ``spread`` (workers over as many nodes as possible) or ``pack`` (as few as possible).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -78,6 +85,12 @@ class RealConfig(BaseModel):
     ray_num_cpus: Optional[PosInt] = None
     torch_threads: PosInt = 1
     cancel_poll_s: Annotated[float, Field(gt=0, le=1)] = 0.005
+    connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    placement_timeout_s: Annotated[float, Field(gt=0, le=86400)] = 120.0
+    setup_timeout_s: Annotated[float, Field(gt=0, le=86400)] = 600.0
+    fetch_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    worker_cpus: Optional[Annotated[float, Field(gt=0, le=1024)]] = None
+    placement: Literal["spread", "pack"] = "spread"
 
 
 def validate_real_config(values: dict, *, option_names: bool) -> RealConfig:

@@ -92,6 +92,46 @@ class StepResult:
     cond: float
 
 
+def fit_worker_cpus(node_cpus: list[float], n_workers: int, requested: float | None = None) -> float:
+    """Logical CPUs per worker actor so that ``n_workers`` actors fit the nodes' CPUs.
+
+    Args:
+        node_cpus: CPUs of each alive node (``ray.nodes()``'s ``Resources["CPU"]``).
+        n_workers: actors to place, one placement-group bundle each.
+        requested: ``--worker-cpus`` (None: the largest value <= 1 that fits, a node's CPUs split
+            evenly among the actors it takes, rounded down to Ray's 1e-4 resolution).
+    Returns:
+        CPUs per actor.
+    Raises:
+        RunFailedError: nothing fits, one line naming what is missing (e.g. ``4 worker actors need 1
+            CPU each; the cluster has 3 nodes with 1 CPU``).
+    """
+    def fits(c: float) -> bool:
+        return sum(int(x / c + 1e-9) for x in node_cpus) >= n_workers
+
+    cpus = [float(x) for x in node_cpus if x > 0]
+    if requested is not None:
+        if not fits(float(requested)):
+            raise RunFailedError(f"--worker-cpus: {n_workers} worker actors need {requested:g} CPU each; "
+                                 f"the cluster has {_describe_nodes(node_cpus)}")
+        return float(requested)
+    candidates = sorted({min(1.0, int(x / j * 1e4) / 1e4) for x in cpus for j in range(1, n_workers + 1)},
+                        reverse=True)
+    for c in candidates:
+        if c > 0 and fits(c):
+            return c
+    raise RunFailedError(f"{n_workers} worker actors need CPUs; the cluster has {_describe_nodes(node_cpus)}")
+
+
+def _describe_nodes(node_cpus: list[float]) -> str:
+    """``"3 nodes with 1 CPU"`` / ``"2 nodes with 1, 4 CPUs"`` / ``"no alive node"``."""
+    if not node_cpus:
+        return "no alive node"
+    vals = sorted({float(x) for x in node_cpus})
+    word = "node" if len(node_cpus) == 1 else "nodes"
+    return f"{len(node_cpus)} {word} with {', '.join(f'{v:g}' for v in vals)} CPU" + ("s" if vals != [1.0] else "")
+
+
 class WorkerPool:
     """The ``n`` worker actors of a run.
 
@@ -99,18 +139,41 @@ class WorkerPool:
         n_workers: number of actors.
         torch_threads: torch threads per actor.
         num_cpus: logical CPUs each actor reserves.
+        placement: None (actors scheduled freely) or ``"spread"`` / ``"pack"``: one placement-group
+            bundle of ``num_cpus`` per worker, with that strategy.
+        placement_timeout_s: longest wait for the placement group.
+    Raises:
+        RunFailedError: the placement group was not placed within ``placement_timeout_s``.
     """
 
-    def __init__(self, n_workers: int, *, torch_threads: int = 1, num_cpus: float = 1):
+    def __init__(self, n_workers: int, *, torch_threads: int = 1, num_cpus: float = 1,
+                 placement: str | None = None, placement_timeout_s: float = 120.0):
+        import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
         from gcsim.real.worker import remote_worker_class
 
         cls = remote_worker_class()
         self.n = int(n_workers)
-        self.actors = [cls.options(num_cpus=num_cpus).remote(w, torch_threads) for w in range(self.n)]
+        self.pg = None
         self.info: list[dict] = []
+        if placement is None:
+            self.actors = [cls.options(num_cpus=num_cpus).remote(w, torch_threads) for w in range(self.n)]
+            return
+        self.pg = placement_group([{"CPU": num_cpus}] * self.n, strategy=placement.upper())
+        if not self.pg.wait(timeout_seconds=placement_timeout_s):
+            remove_placement_group(self.pg)
+            nodes = [n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
+            raise RunFailedError(f"placement: {self.n} worker actors need {num_cpus:g} CPU each, not placed within "
+                                 f"{placement_timeout_s:g} s (--placement-timeout); the cluster has "
+                                 f"{_describe_nodes(nodes)}, {ray.available_resources().get('CPU', 0.0):g} CPUs free")
+        self.actors = [cls.options(num_cpus=num_cpus, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            self.pg, placement_group_bundle_index=w)).remote(w, torch_threads) for w in range(self.n)]
 
     def setup(self, setup_kwargs: dict, train_images: np.ndarray, train_labels: np.ndarray,
-              shards: list[np.ndarray]) -> list[dict]:
+              shards: list[np.ndarray], *, timeout_s: float | None = None,
+              should_stop: Callable[[], bool] = lambda: False, poll_s: float = 0.25) -> list[dict]:
         """(Re)configure every actor: scheme, model and the data of the partitions it holds.
 
         Args:
@@ -118,18 +181,33 @@ class WorkerPool:
             train_images, train_labels: the training set, put once into the object store; each actor
                 copies the shards of the partitions it holds.
             shards: partition -> training-set indices.
+            timeout_s: longest wait for every actor (None: no bound).
+            should_stop: polled every ``poll_s``; True raises :class:`RunInterrupted`.
         Returns:
             per actor the dict :meth:`GradientWorker.setup` returns.
         Raises:
-            RunFailedError: an actor died or failed during setup.
+            RunFailedError: an actor died or failed during setup, or not every actor was ready within
+                ``timeout_s`` (names the workers that were not).
+            RunInterrupted: ``should_stop()`` became true while waiting.
         """
         import ray
 
         images_ref, labels_ref = ray.put(train_images), ray.put(train_labels)
         shard_map = {j: idx for j, idx in enumerate(shards)}
         try:
-            self.info = ray.get([a.setup.remote(images_ref, labels_ref, shard_map, **setup_kwargs)
-                                 for a in self.actors])
+            refs = [a.setup.remote(images_ref, labels_ref, shard_map, **setup_kwargs) for a in self.actors]
+            deadline = None if timeout_s is None else time.monotonic() + float(timeout_s)
+            while True:
+                ready, rest = ray.wait(refs, num_returns=len(refs), timeout=poll_s)
+                if not rest:
+                    break
+                if should_stop():
+                    raise RunInterrupted("interrupted during worker setup")
+                if deadline is not None and time.monotonic() > deadline:
+                    missing = [w for w, r in enumerate(refs) if r in set(rest)]
+                    raise RunFailedError(f"setup: workers {missing} not ready within {timeout_s:g} s "
+                                         f"(--setup-timeout); {len(ready)} of {len(refs)} ready")
+            self.info = ray.get(refs)
         except ray.exceptions.RayError as e:
             raise RunFailedError(f"worker setup failed: {type(e).__name__}: {str(e).splitlines()[0]}") from None
         finally:
@@ -143,13 +221,20 @@ class WorkerPool:
         ray.kill(self.actors[worker], no_restart=True)
 
     def shutdown(self) -> None:
-        """Kill every actor (ignores ones already dead)."""
+        """Kill every actor (ignores ones already dead) and remove the placement group."""
         import ray
 
         for a in self.actors:
             try:
                 ray.kill(a, no_restart=True)
             except Exception:  # already gone
+                pass
+        if self.pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            try:
+                remove_placement_group(self.pg)
+            except Exception:  # the cluster is gone
                 pass
 
 
@@ -190,6 +275,8 @@ class ParameterServer:
         #: worker -> {"iteration": first iteration it was lost in, "cause": "<Ray error>: <first line>"}
         self.deaths: dict[int, dict] = {}
         self.fetch_timeout_s, self.on_death = float(fetch_timeout_s), on_death
+        #: workers lost in earlier sessions of the run (a resume starts with fresh workers)
+        self.prior_deaths = 0
         self.pending: dict = {}  # meta ObjectRef -> _Pending
         self.worker_rows: dict[tuple[int, int], dict] = {}
         self.iteration_rows: list[dict] = []
@@ -472,9 +559,11 @@ class ParameterServer:
     # ------------------------------------------------------------------ tables
     def iterations_frame(self) -> pd.DataFrame:
         """Committed iterations, :data:`ITERATION_COLUMNS`; ``attrs["refusals"]`` = ``{label: committed
-        iterations with a refused decode}``, which :func:`gcsim.trace.summarize` writes to summary.csv."""
+        iterations with a refused decode}`` and ``attrs["dead_workers"]`` = ``{label: workers lost in
+        this and earlier sessions}``, which :func:`gcsim.trace.summarize` writes to summary.csv."""
         df = pd.DataFrame(self.iteration_rows, columns=ITERATION_COLUMNS)
         df.attrs["refusals"] = {self.label: self.refusal_status()["refused_iterations"]}
+        df.attrs["dead_workers"] = {self.label: self.prior_deaths + len(self.deaths)}
         return df
 
     def refusal_status(self) -> dict:

@@ -11,9 +11,17 @@ Outcomes (``status.json``):
 * ``finished`` – all iterations done; ``summary.csv`` and finally ``meta.json`` are written;
 * ``failed`` – :class:`RunFailedError` (e.g. more than ``s`` workers dead): a checkpoint at the last
   completed iteration is written, so ``--resume`` continues with fresh workers;
-* ``interrupted`` – Ctrl-C: the first one stops at the next safe point (while waiting for replies or
-  between iterations) and writes a checkpoint there; a second one aborts at once and leaves the last
-  checkpoint as it was.
+* ``interrupted`` – SIGINT (Ctrl-C) or SIGTERM (batch schedulers): the first one stops at the next safe
+  point (while waiting for replies or between iterations) and writes a checkpoint at the last finished
+  iteration; ``reason`` names the signal; a second one aborts at once and leaves the last checkpoint
+  as it was.
+
+Lost workers (dead actor, dead node, lost payload; :mod:`gcsim.real.master`) are printed as they
+happen and listed in ``status.json``'s ``dead_workers`` (worker, iteration, cause, session), counted
+in summary.csv's ``dead_workers``. No wait is unbounded: reaching ``--address``
+(``connect_timeout_s``), placing the workers (one placement-group bundle per worker,
+``placement_timeout_s``), their setup (``setup_timeout_s``) and fetching used payloads
+(``fetch_timeout_s``) each end in a one-line error.
 
 Timing: every ``*_s`` column counts from the time origin, the first dispatch of the run; a resumed
 run continues the clock from the last recorded ``end_s``, so times stay increasing (the pause is not
@@ -27,12 +35,14 @@ keyed by (seed, worker/partition, iteration) and need no saved state.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -45,9 +55,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from gcsim.errors import ConfigError, RunDirError, RunFailedError
+from gcsim.errors import ConfigError, GcsimError, RunDirError, RunFailedError
 from gcsim.real.config import RealConfig, validate_real_config
-from gcsim.real.master import ParameterServer, RunInterrupted, WorkerPool
+from gcsim.real.master import ParameterServer, RunInterrupted, WorkerPool, fit_worker_cpus
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
 from gcsim.rundir import NewRunDir, RunStatus, effective_status, new_run_dir
 
@@ -96,7 +106,8 @@ def ray_session(cfg: RealConfig):
     remove the temporary directory) only what was started here.
 
     Raises:
-        ConfigError: ``--address`` cannot be joined.
+        ConfigError: ``--address`` cannot be joined: nothing listens there within
+            ``connect_timeout_s``, the cluster wants an authentication token, or Ray's own reason.
         RunFailedError: the private Ray could not start (one line with Ray's reason).
     """
     import ray
@@ -104,6 +115,8 @@ def ray_session(cfg: RealConfig):
     started, temp_dir = False, None
     if not ray.is_initialized():
         kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        if cfg.address:
+            check_reachable(cfg.address, cfg.connect_timeout_s)
         try:
             if cfg.address:
                 ray.init(address=cfg.address, **kwargs)
@@ -115,9 +128,16 @@ def ray_session(cfg: RealConfig):
         except Exception as e:  # Ray raises many kinds (ConnectionError, RuntimeError, ValueError, ...)
             if temp_dir is not None:
                 shutil.rmtree(temp_dir, ignore_errors=True)
-            if cfg.address:
-                raise ConfigError("--address", "the address of a running Ray cluster", cfg.address) from None
             first = (str(e).strip().splitlines() or [""])[0]
+            if cfg.address:
+                if "auth" in f"{type(e).__name__} {e}".lower():
+                    raise ConfigError("--address", message=(
+                        f"--address: the Ray cluster at {cfg.address} requires token authentication: set "
+                        f"RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the cluster's token> (or put it in "
+                        f"~/.ray/auth_token or RAY_AUTH_TOKEN_PATH)")) from None
+                raise ConfigError("--address", message=(
+                    f"--address: expected the address of a running Ray cluster, got {cfg.address!r} "
+                    f"({type(e).__name__}: {first[:200]})")) from None
             raise RunFailedError(f"ray: could not start a private local Ray ({type(e).__name__}: {first})") from None
         started = True
     try:
@@ -129,27 +149,53 @@ def ray_session(cfg: RealConfig):
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+def check_reachable(address: str, timeout_s: float) -> None:
+    """Bounded check that something listens at a Ray ``host:port`` address (``ray.init`` itself
+    may retry for many minutes). ``auto`` and ``ray://`` addresses are left to Ray.
+
+    Raises:
+        ConfigError: not ``host:port``, or no TCP connection within ``timeout_s`` seconds.
+    """
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError("--address", "host:port of a Ray cluster's head (GCS), e.g. 127.0.0.1:6379", address)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConfigError("--address", message=(
+            f"--address: no Ray cluster reachable at {address} within {timeout_s:g} s "
+            f"(--connect-timeout): {e.strerror or type(e).__name__}")) from None
+
+
 class _StopFlag:
-    """First SIGINT sets the flag (clean stop at the next safe point); the second raises KeyboardInterrupt."""
+    """First SIGINT or SIGTERM sets the flag (clean stop at the next safe point; ``signal_name``
+    says which); a second one raises KeyboardInterrupt."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.set = False
-        self._old = None
+        self.signal_name: str | None = None
+        self._old: dict = {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.getsignal(signal.SIGINT)
-            signal.signal(signal.SIGINT, self._handle)
+            for sig in self.SIGNALS:
+                self._old[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum, frame):
         if self.set:
             raise KeyboardInterrupt
         self.set = True
+        self.signal_name = signal.Signals(signum).name
 
     def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
         return False
 
 
@@ -218,12 +264,19 @@ def _guarded(run: RealRunDir, execute: Callable[[], RealRunResult], new: NewRunD
         raise
 
 
+#: Options a ``--resume`` may change (where and how the workers run, not what is measured).
+RESUME_OVERRIDES = ("address", "connect_timeout_s", "placement_timeout_s", "setup_timeout_s", "fetch_timeout_s",
+                    "worker_cpus", "placement")
+
+
 def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress: bool = True,
-                hooks: RunHooks | None = None) -> RealRunResult:
+                hooks: RunHooks | None = None, overrides: dict | None = None) -> RealRunResult:
     """Continue the run in ``run_dir`` from its checkpoint with fresh workers.
 
     Args:
         iterations: new total number of iterations (default: the run's own).
+        overrides: :data:`RESUME_OVERRIDES` fields to change (e.g. ``address``: another cluster;
+            None values are ignored); saved to real.yaml.
     Raises:
         RunDirError: not a real run directory, or no checkpoint.
         as :func:`run_real` otherwise.
@@ -236,6 +289,18 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
             raise ConfigError("--iterations", "an integer >= 1", iterations)
         raw["iterations"] = int(iterations)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    bad = sorted(set(given) - set(RESUME_OVERRIDES))
+    if bad:
+        raise ConfigError("--resume", f"only --iterations and {', '.join(RESUME_OVERRIDES)} changed", bad[0])
+    if given:
+        try:
+            validate_real_config({**raw, **given}, option_names=True)
+        except ConfigError:
+            raise
+        except Exception:  # real.yaml itself is bad: reported below
+            pass
+    raw.update(given)
     try:
         cfg = validate_real_config(raw, option_names=False)
     except ConfigError as e:
@@ -254,6 +319,7 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
                           f"done, got {cfg.iterations} (pass --iterations to extend the run)")
     if iterations is not None:
         scenario = scenario.model_copy(update={"iterations": cfg.iterations})
+    if iterations is not None or given:
         run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
     return _guarded(run, lambda: _execute(run, cfg, scenario, checkpoint=checkpoint, progress=progress, hooks=hooks))
 
@@ -318,6 +384,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=start_it, **status_common)
         raise
 
+    ps_ref: list = [None]  # the ParameterServer once created (checkpoints record its deaths)
     metrics: list[dict] = prior_mt.to_dict("records") if prior_mt is not None else []
     loss_window: list[float] = list(checkpoint.get("loss_window", [])) if checkpoint else []
     test_acc = float(metrics[-1]["test_accuracy"]) if metrics else float("nan")
@@ -328,7 +395,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
             "next_iteration": int(next_iteration), "model": model.state_dict(),
             "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
             "time_offset_s": float(clock_s), "loss_window": list(loss_window), "sessions": sessions,
-            "scheme": cfg.scheme,
+            "scheme": cfg.scheme, "dead_workers": dead_workers(ps_ref[0]),
         })
 
     def write_traces(ps: ParameterServer, with_summary: bool) -> None:
@@ -337,18 +404,35 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         run.write_traces(it_df, wk_df, summary, pd.DataFrame(metrics, columns=METRICS_COLUMNS))
         ps.staleness_frame().to_csv(run.path / "staleness.csv", index=False)  # gcsim.real.staleness
 
-    with _StopFlag() as stop, ray_session(cfg):
-        total_cpus = float(ray.cluster_resources().get("CPU", cfg.n_workers))
-        pool = WorkerPool(cfg.n_workers, torch_threads=cfg.torch_threads,
-                          num_cpus=min(1.0, total_cpus / cfg.n_workers))
+    prior_deaths = list(checkpoint.get("dead_workers", [])) if checkpoint else []
+
+    def dead_workers(ps: ParameterServer | None) -> list[dict]:
+        now = [] if ps is None else [{"worker": w, **d, "session": sessions} for w, d in sorted(ps.deaths.items())]
+        return prior_deaths + now
+
+    with _StopFlag() as stop, contextlib.ExitStack() as stack:
+        pool = None
         try:
+            stack.enter_context(ray_session(cfg))
+            total_cpus = float(ray.cluster_resources().get("CPU", cfg.n_workers))
+            node_cpus = [float(nd["Resources"].get("CPU", 0.0)) for nd in ray.nodes() if nd.get("Alive")]
+            worker_cpus = fit_worker_cpus(node_cpus, cfg.n_workers, cfg.worker_cpus)
+            pool = WorkerPool(cfg.n_workers, torch_threads=cfg.torch_threads, num_cpus=worker_cpus,
+                              placement=cfg.placement, placement_timeout_s=cfg.placement_timeout_s)
             pool.setup(dict(scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, scheme_seed=cfg.scheme_seed,
                             model=cfg.model, model_seed=cfg.seed, dtype=cfg.dtype, payload_dtype=cfg.payload_dtype,
                             batch_size=cfg.batch_size, sampler_seed=cfg.seed, cancel_poll_s=cfg.cancel_poll_s),
-                       train_x, train_y, shards)
+                       train_x, train_y, shards, timeout_s=cfg.setup_timeout_s, should_stop=lambda: stop.set)
         except BaseException as e:
-            pool.shutdown()
-            run.write_status("failed", reason=str(e), iterations_done=start_it, **status_common)
+            if pool is not None:
+                pool.shutdown()
+            if isinstance(e, (RunInterrupted, KeyboardInterrupt)):
+                e = RunFailedError(f"stopped by {stop.signal_name or 'SIGINT'} before the first iteration "
+                                   f"of this session")
+            reason = str(e) if isinstance(e, GcsimError) else f"{type(e).__name__}: {e}"
+            run.write_status("failed", reason=reason, iterations_done=start_it, **status_common)
+            if isinstance(e, RunFailedError):
+                raise e from None
             raise
         offset = float(checkpoint.get("time_offset_s", 0.0)) if checkpoint else 0.0
         if prior_it is not None and len(prior_it):
@@ -358,7 +442,11 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         ps = ParameterServer(pool, scheme, stragglers, policy=cfg.policy, scheme_label=cfg.scheme,
                              t0=time.time() - offset, slice_sizes=sizes, n_params=num_parameters(model),
                              should_stop=lambda: stop.set, after_dispatch=hooks.after_dispatch,
-                             cpu_meter=HostCpuMeter(local_pids))
+                             cpu_meter=HostCpuMeter(local_pids), fetch_timeout_s=cfg.fetch_timeout_s,
+                             on_death=lambda w, t, cause: tqdm.write(
+                                 f"worker {w} lost in iteration {t}: {cause}", file=sys.stderr))
+        ps.prior_deaths = len(prior_deaths)
+        ps_ref[0] = ps
         if prior_it is not None:
             ps.iteration_rows = prior_it.to_dict("records")
             ps.worker_rows = {(int(r["iteration"]), int(r["worker"])): r for r in prior_wk.to_dict("records")}
@@ -395,7 +483,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
                 if (it + 1) % cfg.checkpoint_every == 0 or last:
                     save_checkpoint(it + 1, ps.clock())
                     write_traces(ps, with_summary=last)
-                    run.write_status("running", iterations_done=done, **status_common)
+                    run.write_status("running", iterations_done=done, dead_workers=dead_workers(ps), **status_common)
             ps.drain(timeout_s=5.0)
             cpu_load = _cpu_load_between(cpu_before, (_host_cpu_times(), time.process_time()), eval_cpu_s)
         except RunFailedError as e:
@@ -404,7 +492,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
             save_checkpoint(done, ps.clock())
             write_traces(ps, with_summary=True)
             run.write_status("failed", reason=str(e), iterations_done=done, checkpoint_iteration=done,
-                             **status_common)
+                             dead_workers=dead_workers(ps), **status_common)
             raise
         except RunInterrupted:
             ps.abandon_iteration()
@@ -418,27 +506,30 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         except BaseException as e:
             ps.abandon_iteration()
             write_traces(ps, with_summary=True)
-            run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=done, **status_common)
+            run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=done,
+                             dead_workers=dead_workers(ps), **status_common)
             raise
         finally:
             bar.close()
             pool.shutdown()
         ray_info = {"address": cfg.address or "embedded", "cluster_cpus": total_cpus,
-                    "nodes": len(ray.nodes())}
+                    "nodes": len(ray.nodes()), "worker_cpus": worker_cpus, "placement": cfg.placement}
 
     wall_s = time.monotonic() - wall0
     it_df = ps.iterations_frame()
     summary = summarize(it_df, {ps.label: scheme.describe()}).iloc[0].to_dict() if len(it_df) else {}
     if status == "interrupted":
-        run.write_status("interrupted", reason="Ctrl-C", iterations_done=done, **ps.refusal_status(),
+        run.write_status("interrupted", reason=stop.signal_name or "SIGINT", iterations_done=done,
+                         dead_workers=dead_workers(ps), **ps.refusal_status(),
                          checkpoint_iteration=int(run.load_checkpoint()["next_iteration"])
                          if run.checkpoint_path.is_file() else None, **status_common)
         return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
-    run.write_status("finished", iterations_done=done, wall_s=wall_s, **ps.refusal_status(), **status_common)
+    run.write_status("finished", iterations_done=done, wall_s=wall_s, dead_workers=dead_workers(ps),
+                     **ps.refusal_status(), **status_common)
     write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
                model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
                host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
-               host_cpu_load=cpu_load, ray=ray_info, worker_niceness=niceness,
+               host_cpu_load=cpu_load, ray=ray_info, worker_niceness=niceness, dead_workers=dead_workers(ps),
                other_cpu_scope=("host" if len(local_pids) == cfg.n_workers else
                                 f"master's host only ({len(local_pids)} of {cfg.n_workers} workers on it)"))
     return RealRunResult(run.path, status, done, summary, test_acc, wall_s)

@@ -10,7 +10,7 @@ A scheme says three things:
 * **assignment** – :meth:`Scheme.assignment` ``(iteration) -> list[list[int]]``: for each worker,
   the ordered partitions it computes in that iteration (computation load = their count);
 * **messages** – :meth:`Scheme.messages` ``(iteration) -> list[Message]``: what each worker sends
-  and after how many of its partitions. A message is a linear combination of the 1/m chunks of the
+  once it has computed all its assigned partitions (both executors send then). A message is a linear combination of the 1/m chunks of the
   partition gradients with coefficients ``coeffs`` of shape ``(k, m)``:
   ``payload = sum_j sum_u coeffs[j, u] * chunk_u(g_j)`` (length ``ceil(l/m)``). A worker uses the
   latest gradient it holds of every partition with a non-zero coefficient (the fresh one if it just
@@ -59,15 +59,12 @@ class Message:
     Attributes:
         id: global message id (index into ``Scheme.messages(it)``).
         worker: sending worker, ``0 <= worker < n``.
-        after: number of the worker's assigned partitions computed before it is sent
-            (``1 .. len(assignment[worker])``).
         coeffs: float64 array ``(k, m)``; ``payload = sum_{j,u} coeffs[j,u] * chunk_u(g_j)``.
         payload_fraction: payload length as a fraction of the full gradient length (``1/m``).
     """
 
     id: int
     worker: int
-    after: int
     coeffs: np.ndarray
     payload_fraction: float
 
@@ -537,7 +534,7 @@ class Scheme:
 
 
 def one_message_per_worker(assignment: Sequence[Sequence[int]], coeff_rows: np.ndarray, m: int = 1) -> list[Message]:
-    """Build the usual message list: worker i sends one message after all its partitions.
+    """Build the usual message list: worker i sends one message (after all its partitions, as every message).
 
     Args:
         assignment: per worker the partitions it computes.
@@ -546,5 +543,5 @@ def one_message_per_worker(assignment: Sequence[Sequence[int]], coeff_rows: np.n
     C = np.asarray(coeff_rows, dtype=np.float64)
     if C.ndim == 2:
         C = C[:, :, None]
-    return [Message(id=i, worker=i, after=len(assignment[i]), coeffs=C[i], payload_fraction=1.0 / m)
+    return [Message(id=i, worker=i, coeffs=C[i], payload_fraction=1.0 / m)
             for i in range(len(assignment))]

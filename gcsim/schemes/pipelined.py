@@ -23,8 +23,10 @@ Warm-up (t < s), option ``warmup``:
 
 From iteration s on, assignment and messages repeat with period s+1, so decodings are cached by
 (first n-s arrivals as a set, warm-up iteration or steady phase t mod (s+1)). The staleness reported
-is the schedule's: a worker cancelled before it computed its partition keeps an older gradient in
-the real executor (not recorded there).
+is the schedule's: in the real executor a worker whose call was cancelled before it computed its
+partition (e.g. during its injected delay) keeps the older gradient, which is then s+1 iterations
+older than declared at its next use; the real executor records the staleness actually used beside
+the declared one (``staleness.csv``, :mod:`gcsim.real.staleness`).
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ class PipelinedScheme(Scheme):
         if key not in self._per_phase:
             stale = self.staleness_matrix(iteration)
             coeffs = (stale >= 0).astype(np.float64)
-            msgs = [Message(id=i, worker=i, after=1, coeffs=coeffs[i][:, None], payload_fraction=1.0)
+            msgs = [Message(id=i, worker=i, coeffs=coeffs[i][:, None], payload_fraction=1.0)
                     for i in range(self.n)]
             self._per_phase[key] = (msgs, stale)
         return self._per_phase[key]

@@ -115,6 +115,16 @@ def _history(scheme: Scheme, iterations: int) -> list[list[dict[int, int]]]:
 
 def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 2000, seed: int = 0,
                   tolerance: float | None = None, gradient_length: int = 11, progress: bool = False) -> VerifyResult:
+    """Check every straggler pattern of size <= s, BLAS pinned to one thread (see
+    :func:`_verify_scheme`, which documents the arguments)."""
+    from gcsim.threads import one_blas_thread
+
+    with one_blas_thread():
+        return _verify_scheme(scheme, max_patterns, samples, seed, tolerance, gradient_length, progress)
+
+
+def _verify_scheme(scheme: Scheme, max_patterns: int, samples: int, seed: int, tolerance: float | None,
+                   gradient_length: int, progress: bool) -> VerifyResult:
     """Check every straggler pattern of size <= s (see module docstring).
 
     Args:
@@ -127,8 +137,8 @@ def verify_scheme(scheme: Scheme, max_patterns: int = 100_000, samples: int = 20
         gradient_length: length l of the random partition gradients (odd, to exercise chunk padding).
         progress: show a tqdm bar (patterns checked, rate) on stderr; long checks are otherwise silent.
     Returns:
-        :class:`VerifyResult`; stops at the first failing pattern. (The CLI runs it with BLAS pinned
-        to one thread, :func:`gcsim.threads.one_blas_thread`: decoding is many small solves.)
+        :class:`VerifyResult`; stops at the first failing pattern. (Runs with BLAS pinned to one
+        thread, :func:`gcsim.threads.one_blas_thread`: decoding is many small solves.)
     Raises:
         SchemeError: ``max_patterns`` or ``samples`` < 1.
     """

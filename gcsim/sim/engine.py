@@ -9,7 +9,7 @@ One :class:`simpy.Environment` per scheme; all schemes see the same draws (commo
    additive straggler delay ``delay_s``, then computes its partitions ``scheme.assignment(t)[w]`` in
    order, the q-th costing ``compute[t, w, q] × slowdown[t, w]`` (``slowdown`` includes the per-worker
    scale and the persistent slow state);
-3. each message ``scheme.messages(t)`` leaves after its worker has computed ``after`` partitions and
+3. each message ``scheme.messages(t)`` leaves after its worker has computed all its partitions and
    arrives ``latency_s + gradient_bytes × payload_fraction / bandwidth_bytes_per_s`` later (no link
    contention);
 4. the master waits on a :class:`simpy.Condition` over the iteration's arrival events whose
@@ -275,7 +275,7 @@ class _Plans:
                 by_after: dict[int, list[int]] = {}
                 for msg in msgs:
                     if msg.worker == w:
-                        by_after.setdefault(msg.after, []).append(msg.id)
+                        by_after.setdefault(len(assign[w]), []).append(msg.id)
                 bounds = sorted(set(by_after) | {len(assign[w])})
                 segs.append([(b, by_after.get(b, [])) for b in bounds])
             n_msgs_of = np.bincount([m.worker for m in msgs], minlength=len(assign))

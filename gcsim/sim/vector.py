@@ -10,7 +10,7 @@ common random numbers both give the same instants up to float rounding, ``tests/
 
 One iteration ``t`` (module docstring of :mod:`gcsim.sim.engine`, times in seconds): every worker
 starts at ``start_t + model`` (or ``start_t + dispatch[t, w]``), its message(s) arrive at
-``start + model + delay + Σ_{q < after} compute[t, w, q]·slowdown[t, w] + latency + bytes/bandwidth``,
+``start + model + delay + Σ_{q < d_w} compute[t, w, q]·slowdown[t, w] + latency + bytes/bandwidth``,
 and the iteration is decodable at the first instant the arrived set meets the scheme's
 :class:`~gcsim.schemes.base.Quorum` – the ``need``-th order statistic of the arrival times of every
 group, the latest over groups (Tandon et al., ICML 2017, §5; Lee et al., IEEE Trans. Inf. Theory 2018,
@@ -105,16 +105,17 @@ def _plan(scheme: Scheme, it: int, sc: Scenario) -> _Plan:
     assign, msgs = scheme.assignment(it), scheme.messages(it)
     n = len(assign)
     d = np.array([len(a) for a in assign], dtype=np.int64)
-    segs = []
-    for w in range(n):
-        segs.append(sorted({m.after for m in msgs if m.worker == w} | {int(d[w])}))
+    afters: list[set] = [{int(x)} for x in d]
+    for m in msgs:
+        afters[m.worker].add(int(d[m.worker]))
+    segs = [sorted(a) for a in afters]
     S = max(len(b) for b in segs)
     bounds = np.array([b + [b[-1]] * (S - len(b)) for b in segs], dtype=np.int64)
     net, grad = sc.network, sc.workload.gradient_bytes
     m_worker = np.array([m.worker for m in msgs], dtype=np.int64)
-    m_seg = np.array([segs[m.worker].index(m.after) for m in msgs], dtype=np.int64)
+    m_seg = np.array([segs[m.worker].index(int(d[m.worker])) if len(segs[m.worker]) > 1 else 0 for m in msgs], dtype=np.int64)
     up = np.array([net.latency_s + grad * m.payload_fraction / net.bandwidth_bytes_per_s for m in msgs])
-    key = (tuple(d.tolist()), tuple((m.worker, m.after, m.payload_fraction) for m in msgs))
+    key = (tuple(d.tolist()), tuple((m.worker, int(d[m.worker]), m.payload_fraction) for m in msgs))
     return _Plan(d, bounds, np.array([len(b) for b in segs]), m_worker, m_seg, up,
                  np.bincount(m_worker, minlength=n), key)
 
@@ -124,7 +125,7 @@ def _plans(scheme: Scheme, I: int, sc: Scenario) -> list[_Plan]:
     warm-up of pipelined schemes). Raises NeedsSimPy for a scheme whose timing does not repeat."""
     p = scheme.assignment_period
     plans = [_plan(scheme, t, sc) for t in range(min(I, p))]
-    for t in range(p, min(I, 2 * p + scheme.s)):
+    for t in range(p, min(I, 2 * p + scheme.s) if p > 1 else 0):  # static schemes: one plan
         if _plan(scheme, t, sc).key != plans[t % p].key:
             raise NeedsSimPy(f"scheme {scheme.name}: message timing that does not repeat every "
                              f"{p} iterations")
