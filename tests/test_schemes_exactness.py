@@ -179,14 +179,18 @@ class _RefuseWithout0(GcCr):
         return Decoding(used=d.used, weights=d.weights * (1.0 if 0 in arrived else 1.01), exact=True, cond=d.cond)
 
 
-def test_simulator_counts_refusals_in_summary_with_the_pattern(monkeypatch):
+@pytest.mark.parametrize("engine", ["simpy", "vector"])
+def test_simulator_counts_refusals_in_summary_with_the_pattern(monkeypatch, engine):
+    from gcsim.sim.vector import simulate_vector
+
+    registry.scheme_names()  # load the built-in schemes first, or they replace the patched entry
     monkeypatch.setitem(registry._REGISTRY, "gc-cr", _RefuseWithout0)
     sc = validate_scenario({
         "name": "refuse", "n_workers": 5, "iterations": 60, "seed": 3,
         "schemes": [{"name": "gc-cr", "s": 1}],
         "workload": {"gradient_bytes": 0, "compute": {"dist": "expon", "scale": 0.1}},
     })
-    res = simulate(sc)
+    res = simulate(sc) if engine == "simpy" else simulate_vector(sc)
     its = res.iterations
     late0 = int((its["n_used"] > 4).sum())  # waited past n - s = 4 arrivals: worker 0 was not among them
     assert late0 > 0

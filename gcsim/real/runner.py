@@ -492,7 +492,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
             save_checkpoint(done, ps.clock())
             write_traces(ps, with_summary=True)
             run.write_status("failed", reason=str(e), iterations_done=done, checkpoint_iteration=done,
-                             dead_workers=dead_workers(ps), **status_common)
+                             dead_workers=dead_workers(ps), **ps.refusal_status(), **status_common)
             raise
         except RunInterrupted:
             ps.abandon_iteration()
@@ -507,7 +507,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
             ps.abandon_iteration()
             write_traces(ps, with_summary=True)
             run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=done,
-                             dead_workers=dead_workers(ps), **status_common)
+                             dead_workers=dead_workers(ps), **ps.refusal_status(), **status_common)
             raise
         finally:
             bar.close()

@@ -99,7 +99,7 @@ class CceFr(Scheme):
         d = self.s + self.m
         if self.n % d != 0:
             raise SchemeError.param(self.name, "s+m", f"a divisor of n={self.n} (s={self.s}, m={self.m})", d)
-        resid, bound, rows, _ = worst_minor(self.n, self.s, self.m, self.payload_dtype)
+        resid, bound, rows, kinds = worst_minor(self.n, self.s, self.m, self.payload_dtype)
         if not (resid <= self.residual_tolerance and bound <= self.error_tolerance):
             ok = self.largest_stable_m(self.n, self.s, self.m - 1, self.payload_dtype)
             raise SchemeError.param(
@@ -108,6 +108,9 @@ class CceFr(Scheme):
                 f"{self.error_tolerance:g})",
                 self.m)
         self.worst_residual, self.worst_error_bound = resid, bound
+        #: row sets of each kind checked at construction; every minor was checked iff only "exhaustive"
+        self.checked_kinds = kinds
+        self.minors_exhaustive = sum(kinds.values()) == kinds.get("exhaustive", 0)
 
     @staticmethod
     def largest_stable_m(n: int, s: int, upto: int, payload_dtype: str = "float64") -> int:
@@ -148,9 +151,11 @@ class CceFr(Scheme):
         return self.m * (self.n // self.group_size)
 
     def quorum(self, iteration: int = 0) -> Quorum:
-        """m arrivals per group of s+m (the m lowest-indexed arrived: an m × m solve whose every minor the
-        construction checked); never refused."""
-        return Quorum(group=np.arange(self.n) // self.group_size, need=self.m, pick="lowest", guaranteed=True)
+        """m arrivals per group of s+m (the m lowest-indexed arrived: an m × m solve). ``guaranteed`` (never
+        refused, so the vector engine need not call decode) only when the construction checked every
+        minor (C(s+m, s) <= :data:`MINOR_EXHAUSTIVE_MAX`); with sampled minors each decode is checked."""
+        return Quorum(group=np.arange(self.n) // self.group_size, need=self.m, pick="lowest",
+                      guaranteed=bool(self.minors_exhaustive))
 
     def _decode(self, arrived):
         d, m = self.group_size, self.m

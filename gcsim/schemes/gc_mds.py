@@ -79,6 +79,9 @@ class GcMds(CyclicMatrixScheme):
                 f"{list(worst_strag)} decode with residual {resid:.1e}, error bound {bound:.1e} > "
                 f"{self.error_tolerance:g}; or use gc-fr)", self.s)
         self.worst_residual, self.worst_error_bound = resid, bound
+        #: straggler sets of each kind checked at construction (cyclic code: one shift stands for all)
+        self.checked_kinds = {"exhaustive": 0, "contiguous": min(1, self.s), "near-contiguous": max(0, self.s and
+                              len(self.structured_straggler_sets()) - 1), "random": 0}
 
     def _coefficient_matrix(self) -> np.ndarray:
         g = cyclic_mds_generator(self.n, self.s)
