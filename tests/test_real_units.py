@@ -140,3 +140,31 @@ def test_compare_names_a_stopped_real_run_and_how_to_continue_it(tmp_path, state
     with pytest.raises(RunDirError, match=rf"status.json: status: expected 'finished', got '{state}' \(continue "
                                           rf"it with gcsim real --resume {tmp_path}\)$"):
         read_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize("status, checkpoint, match", [
+    ({"status": "running", "pid": 2**22 + 12345}, False, r"stopped before its first checkpoint \(status dead; nothing to "
+                                                          r"resume\): remove it or choose another --out$"),
+    ({"status": "failed"}, False, r"stopped before its first checkpoint \(status failed"),
+    ({"status": "failed"}, True, r"already holds a run \(use --resume .* to continue it\)$"),
+])
+def test_rerun_into_a_directory_killed_before_its_checkpoint_says_what_to_do(tmp_path, status, checkpoint, match):
+    """A run killed outright (SIGKILL) before its first checkpoint leaves real.yaml and a 'running'
+    status: a rerun with the same --out must not send the user to a --resume that cannot work."""
+    from gcsim.real.runner import run_real
+
+    bdir = tmp_path / "data" / data.BATCHES_DIR
+    bdir.mkdir(parents=True)
+    for name in (*data.TRAIN_FILES, data.TEST_FILE, data.META_FILE):
+        (bdir / name).write_bytes(b"")  # require_prepared only looks for the files
+    cfg, scenario = resolve_config("gc-fr", iterations=5, data_dir=str(tmp_path / "data"))
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "real.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    (out / "status.json").write_text(json.dumps(status))
+    if checkpoint:
+        (out / "checkpoint.pt").write_bytes(b"x")
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(RunDirError, match=match):
+        run_real(cfg, scenario, out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == before

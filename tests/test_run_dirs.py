@@ -215,7 +215,7 @@ def test_embedded_ray_is_private_whatever_ray_address_says(monkeypatch, tmp_path
             assert calls[0]["address"] == Cfg.address and "_temp_dir" not in calls[0]
     # closed now: nothing listens at the same port
     calls.clear()
-    with pytest.raises(ConfigError, match=r"^--address: no Ray cluster reachable at 127\.0\.0\.1:\d+ within 5 s"):
+    with pytest.raises(ConfigError, match=r"^--address: expected a reachable Ray cluster \(host:port of its head\), got '127\.0\.0\.1:\d+': no connection within 5 s"):
         with ray_session(Cfg()):
             pass
     assert calls == []  # ray.init never called

@@ -59,7 +59,7 @@ from gcsim.errors import ConfigError, GcsimError, RunDirError, RunFailedError
 from gcsim.real.config import RealConfig, validate_real_config
 from gcsim.real.master import ParameterServer, RunInterrupted, WorkerPool, fit_worker_cpus
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
-from gcsim.rundir import NewRunDir, RunStatus, effective_status, new_run_dir
+from gcsim.rundir import NewRunDir, RunStatus, effective_status, new_run_dir, read_status
 
 #: Default parent of new run directories.
 DEFAULT_RUNS_ROOT = Path("runs/real")
@@ -132,9 +132,9 @@ def ray_session(cfg: RealConfig):
             if cfg.address:
                 if "auth" in f"{type(e).__name__} {e}".lower():
                     raise ConfigError("--address", message=(
-                        f"--address: the Ray cluster at {cfg.address} requires token authentication: set "
-                        f"RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the cluster's token> (or put it in "
-                        f"~/.ray/auth_token or RAY_AUTH_TOKEN_PATH)")) from None
+                        f"--address: expected a Ray cluster this client may join, got {cfg.address!r}, which "
+                        f"requires token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the "
+                        f"cluster's token> (or put it in ~/.ray/auth_token or RAY_AUTH_TOKEN_PATH)")) from None
                 raise ConfigError("--address", message=(
                     f"--address: expected the address of a running Ray cluster, got {cfg.address!r} "
                     f"({type(e).__name__}: {first[:200]})")) from None
@@ -165,8 +165,8 @@ def check_reachable(address: str, timeout_s: float) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as e:
         raise ConfigError("--address", message=(
-            f"--address: no Ray cluster reachable at {address} within {timeout_s:g} s "
-            f"(--connect-timeout): {e.strerror or type(e).__name__}")) from None
+            f"--address: expected a reachable Ray cluster (host:port of its head), got {address!r}: no "
+            f"connection within {timeout_s:g} s (--connect-timeout): {e.strerror or type(e).__name__}")) from None
 
 
 class _StopFlag:
@@ -225,6 +225,10 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
 
     require_prepared(cfg.data_dir)
     if out_dir is not None and (Path(out_dir) / "real.yaml").is_file():
+        st = effective_status(read_status(out_dir))
+        if not (Path(out_dir) / "checkpoint.pt").is_file() and st in (RunStatus.DEAD, RunStatus.FAILED, None):
+            raise RunDirError(f"{out_dir}: holds a run that stopped before its first checkpoint (status "
+                              f"{st.value if st else 'missing'}; nothing to resume): remove it or choose another --out")
         raise RunDirError(f"{out_dir}: already holds a run (use --resume {out_dir} to continue it)")
     # created and claimed now, exclusively: two runs never share a directory
     new = new_run_dir(out_dir, root=DEFAULT_RUNS_ROOT, prefix=cfg.scheme, prefix_field="--scheme")
