@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from test_compare_synth import make_trace, write_run_dir
+from factories import make_trace, write_run_dir
 
 from gcsim.compare.calibrate import (build_scenario, calibrate, compute_distribution, fit_transfer,
                                      match_partition_spread, per_partition_compute, require_same_n)

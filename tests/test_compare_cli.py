@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_compare_synth import simulated_run
+from factories import simulated_run
 
 from gcsim.cli import main
 from gcsim.compare.rundir import newest_runs

@@ -5,7 +5,7 @@ simulated run."""
 import numpy as np
 import pandas as pd
 import pytest
-from test_compare_synth import write_run_dir
+from factories import write_run_dir
 
 from gcsim.compare.calibrate import calibrate, per_partition_compute, recorded_cores, run_cores
 from gcsim.compare.contention import decontend

@@ -4,7 +4,7 @@ known model; the comparator must recover that model and pass it, and must fail a
 import numpy as np
 import pytest
 import yaml
-from test_compare_synth import simulated_run
+from factories import simulated_run
 
 from gcsim.compare.pipeline import CompareOptions, compare_runs
 from gcsim.compare.rundir import read_run_dir

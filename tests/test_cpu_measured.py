@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from test_compare_synth import make_trace, write_run_dir
+from factories import make_trace, write_run_dir
 
 from gcsim.compare.calibrate import calibrate, measured_cpu
 from gcsim.compare.rundir import read_run_dir

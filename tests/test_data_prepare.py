@@ -7,46 +7,19 @@ CIFAR-10 zip is never used here.
 from __future__ import annotations
 
 import pickle
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from factories import TEST_PER_CLASS, TRAIN_PER_CLASS, image_pixels, make_image_folder, zip_folder
 
-from gcsim.cli import main
-from gcsim.errors import DataError
-from gcsim.real import data
-from gcsim.real.data import CIFAR10_CLASSES, load_split, prepare_from_image_folder
+pytest.importorskip("torchvision")  # prepare verifies the converted copy by reading it back with it
+from PIL import Image  # noqa: E402
 
-TRAIN_PER_CLASS, TEST_PER_CLASS = 3, 2
-
-
-def _pixels(split: str, label: int, i: int) -> np.ndarray:
-    """Deterministic 32x32 RGB content of one image (distinct per split/class/index)."""
-    rng = np.random.default_rng([0 if split == "train" else 1, label, i])
-    return rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
-
-
-def make_image_folder(root: Path, *, train_per_class=TRAIN_PER_CLASS, test_per_class=TEST_PER_CLASS,
-                      classes=CIFAR10_CLASSES, size=(32, 32)) -> Path:
-    for split, per_class in (("train", train_per_class), ("test", test_per_class)):
-        for label, name in enumerate(classes):
-            d = root / split / name
-            d.mkdir(parents=True, exist_ok=True)
-            for i in range(per_class):
-                px = _pixels(split, label, i)
-                img = Image.fromarray(px) if size == (32, 32) else Image.fromarray(px).resize(size)
-                img.save(d / f"{i:04d}.png")
-    return root
-
-
-def zip_folder(folder: Path, zip_path: Path, prefix: str = "cifar10/") -> Path:
-    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_STORED) as zf:
-        for p in sorted(folder.rglob("*")):
-            if p.is_file():
-                zf.write(p, prefix + p.relative_to(folder).as_posix())
-    return zip_path
+from gcsim.cli import main  # noqa: E402
+from gcsim.errors import DataError  # noqa: E402
+from gcsim.real import data  # noqa: E402
+from gcsim.real.data import CIFAR10_CLASSES, load_split, prepare_from_image_folder  # noqa: E402
 
 
 def _check_content(data_dir: Path) -> None:
@@ -55,7 +28,7 @@ def _check_content(data_dir: Path) -> None:
         images, labels = load_split(data_dir, train=split == "train")
         assert images.shape == (10 * per_class, 32, 32, 3) and images.dtype == np.uint8
         assert np.bincount(labels, minlength=10).tolist() == [per_class] * 10
-        expected = {_pixels(split, lab, i).tobytes(): lab for lab in range(10) for i in range(per_class)}
+        expected = {image_pixels(split, lab, i).tobytes(): lab for lab in range(10) for i in range(per_class)}
         got = {img.tobytes(): int(lab) for img, lab in zip(images, labels)}
         assert got == expected
 
@@ -130,13 +103,13 @@ def test_bad_layout_is_a_clear_error_and_leaves_nothing(tmp_path, case, match):
         make_image_folder(src, classes=CIFAR10_CLASSES + ("zebra",))
     elif case == "flat_train":
         make_image_folder(src)
-        Image.fromarray(_pixels("train", 0, 99)).save(src / "train" / "0000.png")
+        Image.fromarray(image_pixels("train", 0, 99)).save(src / "train" / "0000.png")
     elif case == "unbalanced":
         make_image_folder(src)
-        Image.fromarray(_pixels("train", 0, 99)).save(src / "train" / "cat" / "extra.png")
+        Image.fromarray(image_pixels("train", 0, 99)).save(src / "train" / "cat" / "extra.png")
     elif case == "wrong_size":
         make_image_folder(src)
-        Image.fromarray(_pixels("test", 0, 0)).resize((16, 16)).save(src / "test" / "dog" / "0001.png")
+        Image.fromarray(image_pixels("test", 0, 0)).resize((16, 16)).save(src / "test" / "dog" / "0001.png")
     elif case == "empty":
         src.mkdir()
         (src / "README.txt").write_text("no images here")
@@ -227,7 +200,7 @@ def test_data_dir_that_is_a_file_is_one_line(tmp_path, capsys):
 def test_cli_error_while_decoding_is_a_line_of_its_own(tmp_path, capsys):
     """The progress bar is closed before the error is printed (it was glued to the bar's line)."""
     src = make_image_folder(tmp_path / "src")
-    Image.fromarray(_pixels("test", 0, 0)).resize((16, 16)).save(src / "test" / "dog" / "0001.png")
+    Image.fromarray(image_pixels("test", 0, 0)).resize((16, 16)).save(src / "test" / "dog" / "0001.png")
     assert main(["data", "prepare", "--source", str(src), "--data-dir", str(tmp_path / "d")]) == 2
     lines = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()
     assert lines[-1].startswith("gcsim: error: image test/dog/0001.png: size: expected 32x32, got 16x16")

@@ -16,13 +16,15 @@ import time
 
 import numpy as np
 import pytest
-import ray
 
-from gcsim.real.master import ParameterServer, WorkerPool
-from gcsim.real.model import build_model, get_flat_weights, num_parameters, slice_gradient
-from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes
-from gcsim.schemes import make_scheme, scheme_class, scheme_names
-from gcsim.stragglers import StragglerDraw
+ray = pytest.importorskip("ray")
+pytest.importorskip("torch")  # gcsim.real.model
+
+from gcsim.real.master import ParameterServer, WorkerPool  # noqa: E402
+from gcsim.real.model import build_model, get_flat_weights, num_parameters, slice_gradient  # noqa: E402
+from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes  # noqa: E402
+from gcsim.schemes import make_scheme, scheme_class, scheme_names  # noqa: E402
+from gcsim.stragglers import StragglerDraw  # noqa: E402
 
 N = 6
 BATCH = 26  # uneven slices: 5, 5, 4, 4, 4, 4

@@ -13,19 +13,21 @@ import signal
 import numpy as np
 import pandas as pd
 import pytest
-import ray
 import yaml
 
-from gcsim.cli import main
-from gcsim.compare.rundir import read_run_dir
-from gcsim.errors import RunFailedError
-from gcsim.real.config import resolve_config
-from gcsim.real.data import make_random_image_folder, prepare_from_image_folder
-from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
-from gcsim.real.runner import RunHooks, resume_real, run_real
-from gcsim.scenario import load_scenario
-from gcsim.stragglers import StragglerProcess
-from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS
+ray = pytest.importorskip("ray")
+pytest.importorskip("torch")  # the runs train a model
+
+from gcsim.cli import main  # noqa: E402
+from gcsim.compare.rundir import read_run_dir  # noqa: E402
+from gcsim.errors import RunFailedError  # noqa: E402
+from gcsim.real.config import resolve_config  # noqa: E402
+from gcsim.real.data import make_random_image_folder, prepare_from_image_folder  # noqa: E402
+from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir  # noqa: E402
+from gcsim.real.runner import RunHooks, resume_real, run_real  # noqa: E402
+from gcsim.scenario import load_scenario  # noqa: E402
+from gcsim.stragglers import StragglerProcess  # noqa: E402
+from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS  # noqa: E402
 
 N, ITERS, SEED = 4, 6, 5
 

@@ -4,6 +4,7 @@ interruptible sleep is replaced by a scripted one."""
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from gcsim.real.staleness import STALENESS_COLUMNS, staleness_rows, summarize_staleness
 from gcsim.real.worker import GradientWorker
@@ -11,6 +12,7 @@ from gcsim.schemes import make_scheme
 
 
 def _worker(scheme="pgc-fr", n=4, s=1, worker=0):
+    pytest.importorskip("torch")  # the worker builds and runs a model
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(64, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, 10, size=64).astype(np.int64)

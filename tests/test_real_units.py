@@ -7,15 +7,16 @@ import json
 
 import numpy as np
 import pytest
-import torch
 import yaml
 
-from gcsim.errors import ConfigError, DataError, RunDirError
-from gcsim.real import data
-from gcsim.real.config import default_scenario_path, resolve_config
-from gcsim.real.model import (build_model, get_flat_grad, get_flat_weights, num_parameters, set_flat_grad,
+torch = pytest.importorskip("torch")
+
+from gcsim.errors import ConfigError, DataError, RunDirError  # noqa: E402
+from gcsim.real import data  # noqa: E402
+from gcsim.real.config import default_scenario_path, resolve_config  # noqa: E402
+from gcsim.real.model import (build_model, get_flat_grad, get_flat_weights, num_parameters, set_flat_grad,  # noqa: E402
                               set_flat_weights, slice_gradient)
-from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes
+from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes  # noqa: E402
 
 
 def _batch(n, seed=0):

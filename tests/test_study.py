@@ -11,20 +11,22 @@ import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
 import pytest
-import ray
 import yaml
-from test_data_prepare import make_image_folder
+from factories import make_image_folder
 
-from gcsim.cli import main
-from gcsim.errors import ConfigError, RunDirError
-from gcsim.real.config import resolve_config
-from gcsim.real.data import prepare_from_image_folder
-from gcsim.real.runner import run_real
-from gcsim.study import StudyOptions, run_study
-from gcsim.study.headline import HEADLINE_COLUMNS
-from gcsim.study.machine import cpu_model_name
-from gcsim.rundir import set_aside
-from gcsim.study.plan import plan_run
+ray = pytest.importorskip("ray")
+pytest.importorskip("torch")  # the study trains models
+
+from gcsim.cli import main  # noqa: E402
+from gcsim.errors import ConfigError, RunDirError  # noqa: E402
+from gcsim.real.config import resolve_config  # noqa: E402
+from gcsim.real.data import prepare_from_image_folder  # noqa: E402
+from gcsim.real.runner import run_real  # noqa: E402
+from gcsim.study import StudyOptions, run_study  # noqa: E402
+from gcsim.study.headline import HEADLINE_COLUMNS  # noqa: E402
+from gcsim.study.machine import cpu_model_name  # noqa: E402
+from gcsim.rundir import set_aside  # noqa: E402
+from gcsim.study.plan import plan_run  # noqa: E402
 
 N, ITERS, BATCH, EVAL = 4, 6, 16, 3
 SCHEMES = ["uncoded", "gc-fr"]

@@ -1,0 +1,181 @@
+"""Shared test factories (not a test module: nothing here is collected).
+
+* :func:`make_trace`, :func:`write_run_dir`: synthetic run directories in the :mod:`gcsim.trace`
+  format, for the comparator's tests;
+* :func:`simulated_run`: a run directory written by the simulator, relabelled as a measured one;
+* :func:`make_image_folder`, :func:`zip_folder`: tiny CIFAR-10-shaped image folders (PNG, lossless,
+  so pixels can be checked exactly) for ``gcsim data prepare`` and the real executor.
+
+Times are in seconds throughout. Test modules import these with ``from factories import ...``
+(``tests/`` is on ``sys.path``, see ``conftest.py``); no test module imports another test module.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from gcsim.real.data import CIFAR10_CLASSES
+from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS, summarize, write_csv, write_meta
+
+# --------------------------------------------------------------------------------------------------
+# traces and run directories
+# --------------------------------------------------------------------------------------------------
+
+
+def make_trace(scheme: str = "uncoded", n: int = 4, s: int = 0, m: int = 1, iterations: int = 60, seed: int = 0,
+               compute_scale: float = 1.0, partitions: int | None = None, transfer_s: float = 0.002,
+               overhead_s: float = 0.004, dispatch_lag_s: float = 0.001, delay_p: float = 0.1,
+               delay_s: float = 0.05) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(iterations, workers) DataFrames of a toy synchronous run: each worker computes ``partitions``
+    partitions of lognormal time (median 10 ms × compute_scale each), with probability ``delay_p`` an
+    additive delay ``delay_s``; the iteration is decodable at the (n−s)-th arrival.
+
+    Shapes: ``iterations`` has one row per iteration (``iterations`` rows, columns
+    :data:`gcsim.trace.ITERATION_COLUMNS`), ``workers`` one row per (iteration, worker)
+    (``iterations × n`` rows, :data:`gcsim.trace.WORKER_COLUMNS`). All times (``*_s`` arguments and
+    columns) are seconds; iterations run back to back from t = 0. ``partitions`` defaults to s + m;
+    a worker arriving after the decodable time is ``cancelled`` with NaN ``arrival_s``."""
+    rng = np.random.default_rng(seed)
+    d = partitions if partitions is not None else s + m
+    it_rows, wk_rows, t = [], [], 0.0
+    for it in range(iterations):
+        start = t
+        dispatch = start + dispatch_lag_s
+        comp = compute_scale * rng.lognormal(np.log(0.010), 0.2, size=(n, d)).sum(axis=1)
+        delay = np.where(rng.random(n) < delay_p, delay_s, 0.0)
+        send = dispatch + comp + delay
+        arrival = send + transfer_s / m
+        order = np.argsort(arrival, kind="stable")
+        decodable = float(arrival[order[n - s - 1]])
+        used = np.zeros(n, bool)
+        used[order[: n - s]] = True
+        end = decodable + overhead_s
+        it_rows.append(dict(scheme=scheme, iteration=it, start_s=start, decodable_s=decodable, end_s=end,
+                            duration_s=end - start, n_arrived=n - s, n_used=n - s))
+        for w in range(n):
+            late = arrival[w] > decodable
+            wk_rows.append(dict(scheme=scheme, iteration=it, worker=w, n_partitions=d, dispatch_s=dispatch,
+                                compute_start_s=dispatch, compute_s=comp[w], delay_s=delay[w], slowdown=1.0,
+                                send_s=send[w], arrival_s=np.nan if late else arrival[w], used=bool(used[w]),
+                                status="cancelled" if late else "arrived"))
+        t = end
+    return pd.DataFrame(it_rows, columns=ITERATION_COLUMNS), pd.DataFrame(wk_rows, columns=WORKER_COLUMNS)
+
+
+def write_run_dir(run_dir: Path, traces: dict[str, tuple[pd.DataFrame, pd.DataFrame]], *, n: int = 4,
+                  executor: str = "real", created_utc: str | None = None, config: dict | None = None,
+                  params: dict[str, tuple[int, int]] | None = None, meta: bool = True) -> Path:
+    """Write a complete run directory (config.yaml, iterations.csv, workers.csv, summary.csv, then
+    meta.json last) from ``traces``: scheme -> (iterations, workers) DataFrames as
+    :func:`make_trace` returns them (times in seconds). ``params``: scheme -> (s, m) for the summary
+    (default (0, 1)); ``config``: config.yaml's content (default: derived from the traces);
+    ``meta=False`` leaves meta.json out (an unfinished directory); ``created_utc`` overrides
+    meta.json's date. Returns ``run_dir``."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    its = pd.concat([t[0] for t in traces.values()], ignore_index=True)
+    wks = pd.concat([t[1] for t in traces.values()], ignore_index=True)
+    params = params or {}
+    loads = {}
+    for sch in traces:
+        s, m = params.get(sch, (0, 1))
+        loads[sch] = dict(n=n, s=s, m=m, computation_load=s + m, communication_load=1.0 / m)
+    cfg = config if config is not None else {
+        "name": run_dir.name, "n_workers": n, "iterations": int(its["iteration"].max()) + 1, "seed": 0,
+        "schemes": [{"name": sch, "s": loads[sch]["s"], "m": loads[sch]["m"], "seed": 0} for sch in traces],
+        "policy": "cancel",
+    }
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    write_csv(run_dir / "iterations.csv", its, ITERATION_COLUMNS)
+    write_csv(run_dir / "workers.csv", wks, WORKER_COLUMNS)
+    write_csv(run_dir / "summary.csv", summarize(its, loads), SUMMARY_COLUMNS)
+    if meta:
+        write_meta(run_dir, executor)
+        if created_utc is not None:
+            p = run_dir / "meta.json"
+            data = json.loads(p.read_text())
+            data["created_utc"] = created_utc
+            p.write_text(json.dumps(data))
+    return run_dir
+
+
+def simulated_run(run_dir: Path, schemes: list[dict], *, n: int = 6, iterations: int = 150, seed: int = 7,
+                  created_utc: str | None = None, executor: str = "real", compute_scale_s: float = 0.01) -> Path:
+    """A run directory written by the simulator (same trace format as a real run), relabelled as
+    ``executor`` and dated ``created_utc``: a stand-in for a measured run with a known model.
+
+    ``schemes``: the scenario's scheme entries (e.g. ``[{"name": "uncoded"}]``); ``n`` workers,
+    ``iterations`` per scheme; compute time is lognormal (s 0.3, scale ``compute_scale_s`` seconds;
+    the workload section's ``compute``), a 0.05 s delay with probability 0.1, 0.5 ms latency,
+    2e9 bytes/s, 2 ms decode, policy ``cancel``.
+    Returns the run directory written (``run_dir``)."""
+    from gcsim.scenario import validate_scenario
+    from gcsim.sim.engine import simulate
+    from gcsim.sim.output import write_sim_run
+
+    sc = validate_scenario({
+        "name": Path(run_dir).name.split("-")[0] or "run", "n_workers": n, "iterations": iterations, "seed": seed,
+        "schemes": schemes,
+        "workload": {"gradient_bytes": 4e6, "model_bytes": 4e6, "compute": {"dist": "lognorm", "s": 0.3, "scale": compute_scale_s}},
+        "network": {"latency_s": 0.0005, "bandwidth_bytes_per_s": 2e9},
+        "stragglers": {"delay": {"dist": "bimodal", "p": 0.1, "delay": 0.05}},
+        "policy": "cancel", "cancel_latency_s": 0.001, "master": {"decode_s": {"dist": "constant", "value": 0.002}},
+    })
+    out = write_sim_run(simulate(sc), sc, run_dir)
+    meta_path = out / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["executor"] = executor
+    if created_utc is not None:
+        meta["created_utc"] = created_utc
+    meta_path.write_text(json.dumps(meta))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# image folders (gcsim data prepare's input)
+# --------------------------------------------------------------------------------------------------
+
+#: images per class that :func:`make_image_folder` writes by default, in ``train/`` and ``test/``.
+TRAIN_PER_CLASS, TEST_PER_CLASS = 3, 2
+
+
+def image_pixels(split: str, label: int, i: int) -> np.ndarray:
+    """Deterministic content of image ``i`` of class ``label`` in ``split`` ("train" or "test"):
+    a (32, 32, 3) uint8 RGB array, distinct per split/class/index."""
+    rng = np.random.default_rng([0 if split == "train" else 1, label, i])
+    return rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
+
+
+def make_image_folder(root: Path, *, train_per_class=TRAIN_PER_CLASS, test_per_class=TEST_PER_CLASS,
+                      classes=CIFAR10_CLASSES, size=(32, 32)) -> Path:
+    """Write ``root/{train,test}/<class>/<i:04d>.png``: ``train_per_class`` (``test_per_class``) PNGs
+    per class name in ``classes``, image ``i`` of class index ``label`` being
+    :func:`image_pixels` (split, label, i), resized to ``size`` (width, height) when not (32, 32).
+    Returns ``root``."""
+    from PIL import Image
+
+    for split, per_class in (("train", train_per_class), ("test", test_per_class)):
+        for label, name in enumerate(classes):
+            d = root / split / name
+            d.mkdir(parents=True, exist_ok=True)
+            for i in range(per_class):
+                px = image_pixels(split, label, i)
+                img = Image.fromarray(px) if size == (32, 32) else Image.fromarray(px).resize(size)
+                img.save(d / f"{i:04d}.png")
+    return root
+
+
+def zip_folder(folder: Path, zip_path: Path, prefix: str = "cifar10/") -> Path:
+    """Zip every file under ``folder`` (stored, sorted) as ``prefix + <path relative to folder>``;
+    returns ``zip_path``."""
+    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_STORED) as zf:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                zf.write(p, prefix + p.relative_to(folder).as_posix())
+    return zip_path
