@@ -465,9 +465,9 @@ class ParameterServer:
                         decoding = scheme.decode(arrived, it)
                         if decoding is not None:
                             decodable_s = self.clock()
+                            cpu_decodable = self._read_cpu()
                         elif scheme.last_refusal is not None:
                             self.refusals.append((it, scheme.last_refusal))
-                            cpu_decodable = self._read_cpu()
             used_workers = tuple(sorted({int(w) for w in scheme.message_worker(it)[list(decoding.used)]}))
             fetched, lost = self._fetch(used_workers, payload_refs)
             if not lost:

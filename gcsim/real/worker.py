@@ -78,7 +78,8 @@ class GradientWorker:
             shards: partition -> training-set indices of its shard (every partition; only held ones kept).
             batch_size: global mini-batch ``B``.
         Returns:
-            ``{"worker", "pid", "host", "held", "n_parameters"}``.
+            ``{"worker", "pid", "host", "held", "n_parameters", "node_id"}`` (``node_id``: the Ray node
+            the actor runs on, hex).
         """
         from gcsim.real.model import build_model, num_parameters, slice_gradient
         from gcsim.real.sampling import slice_sizes
@@ -108,8 +109,10 @@ class GradientWorker:
             slice_gradient(self.model, self.shards[j0][0][:b0], self.shards[j0][1][:b0], self.batch_size)
         self.model.zero_grad(set_to_none=False)
         self._cpu_mark = time.process_time()  # CPU clock at the end of the previous call (here: setup)
+        import ray
+
         return {"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(), "held": held,
-                "n_parameters": self.n_params}
+                "n_parameters": self.n_params, "node_id": ray.get_runtime_context().get_node_id()}
 
     def ping(self) -> int:
         """The actor's process id (liveness check)."""
