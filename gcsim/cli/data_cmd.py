@@ -18,7 +18,7 @@ def command():
 @command.command(name="prepare")
 @click.option("--source", type=click.Path(path_type=Path), default=None,
               help="Image-folder copy to convert: a zip or directory with [cifar10/]train/<class>/*.jpg|png "
-                   "and test/<class>/... (e.g. /work/shared/data/cifar10-jpeg.zip).")
+                   "and test/<class>/... (e.g. ~/datasets/cifar10-jpeg.zip).")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=Path("data/cifar10"), show_default=True,
               help="Where cifar-10-batches-py is written.")
 @click.option("--download", is_flag=True, help="Download the original release with torchvision (needs network).")
@@ -31,7 +31,7 @@ def prepare(source, data_dir, download, force, expect_train_per_class, expect_te
     """Convert an image-folder copy of CIFAR-10 (or download it) into the layout torchvision reads.
 
     \b
-    gcsim data prepare --source /work/shared/data/cifar10-jpeg.zip
+    gcsim data prepare --source ~/datasets/cifar10-jpeg.zip
     gcsim data prepare --download --data-dir data/cifar10
     """
     from gcsim.real import data

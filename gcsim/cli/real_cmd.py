@@ -56,7 +56,7 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
     the iteration time under the scenario's injected stragglers.
 
     \b
-    gcsim data prepare --source /work/shared/data/cifar10-jpeg.zip   # once
+    gcsim data prepare --source ~/datasets/cifar10-jpeg.zip   # once
     gcsim real --scheme cce-fr
     gcsim real --scheme uncoded --iterations 100 --out runs/real/uncoded-test
     gcsim real --resume runs/real/cce-fr-20250101T000000Z
