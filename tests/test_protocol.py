@@ -4,13 +4,14 @@ comparisons on stand-in runs written by the simulator (known model, known other-
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gcsim.errors import ConfigError
 from gcsim.scenario import validate_scenario
 from gcsim.sim.engine import simulate
-from gcsim.study.protocol import (NoisyNeighbour, ProtocolOptions, compare_protocol, plan_sequence,
-                                  summarize_protocol)
+from gcsim.study.protocol import (NoisyNeighbour, ProtocolOptions, compare_protocol, discordant_pairs,
+                                  iterations_for_half_width, plan_sequence, summarize_protocol)
 
 SCHEMES = [("uncoded", True), ("ignore-stragglers", False), ("gc-fr", True), ("gc-cr", True), ("pgc-fr", False)]
 
@@ -63,9 +64,16 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
             "uncoded-b": _run(tmp_path, "uncoded-b", "uncoded", 0.4, 4)}
     exact = {"uncoded": True, "gc-fr": True, "gc-cr": True}
     table = compare_protocol({"bimodal": runs}, ProtocolOptions(replications=3, warmup=5), exact)
-    assert set(table["comparison"]) == {"from-uncoded", "from-uncoded-given-load", "from-gc-fr", "from-uncoded-wall"}
-    assert (table["basis"] == "out of sample").all()
+    assert set(table["comparison"]) == {"from-uncoded", "from-uncoded-given-load", "from-gc-fr", "from-uncoded-wall",
+                                        "check-uncoded-paired", "calibrate-file-uncoded"}
+    assert set(table.loc[table.comparison == "check-uncoded-paired", "basis"]) == {"model check"}
+    assert (table.loc[table.comparison != "check-uncoded-paired", "basis"] == "out of sample").all()
     g = table.set_index(["comparison", "target"])
+    # gcsim calibrate + gcsim simulate of the file: the same prediction as the comparator's (same load)
+    assert abs(g.loc[("calibrate-file-uncoded", "gc-fr"), "err_mean"]) < 0.08
+    assert g.loc[("calibrate-file-uncoded", "gc-cr"), "err_mean"] < -0.10  # it cannot know gc-cr's load
+    assert set(g.loc["calibrate-file-uncoded"].index) == {"gc-fr", "gc-cr", "uncoded-b"}
+    assert (table["iterations_for_3pct"] > 0).all()
     # same load: gc-fr predicted from uncoded within sampling error; gc-cr only once its own load is given
     assert abs(g.loc[("from-uncoded", "gc-fr"), "err_mean"]) < 0.08
     assert g.loc[("from-uncoded", "gc-cr"), "err_mean"] < -0.10
@@ -74,3 +82,13 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
     assert summary.loc["from-uncoded", "exact_targets"] == 2  # gc-fr, gc-cr (uncoded-b is the noise floor)
     assert np.isfinite(summary.loc["from-uncoded", "noise_floor_mean_err"])
     assert summary.loc["from-uncoded-given-load", "worst_abs_mean_err"] < summary.loc["from-uncoded", "worst_abs_mean_err"]
+
+
+def test_iterations_for_a_3_percent_ci_and_the_pairs_in_the_wrong_order():
+    # a CI of +-6 % at 200 iterations: 4 x as many for +-3 %
+    assert iterations_for_half_width(200, -0.07, 0.05) == 800
+    assert np.isnan(iterations_for_half_width(200, float("nan"), 0.05))
+    rows = pd.DataFrame({"target": ["a", "b", "c", "d"], "obs_mean_s": [1.0, 2.0, 3.0, 3.1],
+                         "sim_mean_s": [1.1, 2.1, 3.0, 3.0]})  # c and d predicted equal
+    assert discordant_pairs(rows) == "c/d (pred 0.0% apart, obs 3.3%)"
+    assert discordant_pairs(rows.iloc[:3]) == ""

@@ -38,6 +38,7 @@ import json
 import math
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -179,13 +180,79 @@ def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Cal
 
 
 def _comparisons(calib: str, coded: str) -> list[tuple[str, str, dict]]:
-    """``(name, source run label, CompareOptions fields)`` of the protocol's predictions."""
+    """``(name, source run label, CompareOptions fields)`` of the protocol's comparisons: four
+    predictions (out of sample) and one model check (``check-...``: the target's own straggler draws
+    replayed, so it measures how well the calibration transfers, without the luck of the draws)."""
     return [
         (f"from-{calib}", f"{calib}-a", {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-given-load", f"{calib}-a", {"cpu_source": "measured", "load_from": "target"}),
         (f"from-{coded}", coded, {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-wall", f"{calib}-a", {"cpu_source": "wall", "load_from": "calibration"}),
+        (f"check-{calib}-paired", f"{calib}-a", {"cpu_source": "measured", "load_from": "target", "mode": "paired"}),
     ]
+
+
+#: comparison-name prefix of the scenario written by ``gcsim calibrate`` and run by ``gcsim simulate``
+CALIBRATED_FILE = "calibrate-file"
+
+
+def basis_of_comparison(name: str) -> str:
+    """``model check`` for the paired replays (``check-...``), else ``out of sample``."""
+    return "model check" if name.startswith("check-") else "out of sample"
+
+
+def iterations_for_half_width(n_observed: int, lo: float, hi: float, half_width: float = 0.03) -> float:
+    """Observed iterations a mean-error CI of ``±half_width`` would take, from one of width ``hi - lo``
+    at ``n_observed`` iterations (the CI shrinks as ``1/sqrt(N)``); NaN when not finite."""
+    hw = (float(hi) - float(lo)) / 2.0
+    if not (math.isfinite(hw) and hw > 0 and n_observed > 0):
+        return float("nan")
+    return float(math.ceil(n_observed * (hw / half_width) ** 2 - 1e-9))  # 1e-9: float noise, not an iteration
+
+
+def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact: dict[str, bool],
+                         work_dir: Path) -> pd.DataFrame:
+    """Issue 9's last target: ``gcsim calibrate <calib>-a --out cal.yaml`` then ``gcsim simulate`` of
+    that file with each target's scheme (and s, m), fresh straggler draws, ``replications ×`` the
+    target's iterations. One row per target in the columns of :func:`compare_protocol`.
+
+    Raises:
+        RunDirError / ConfigError: as :func:`gcsim.compare.scenario_file.write_calibrated_scenario`.
+    """
+    import yaml
+
+    from gcsim.compare.calibrate import scheme_spec
+    from gcsim.compare.pipeline import _warmup_for
+    from gcsim.compare.scenario_file import write_calibrated_scenario
+    from gcsim.compare.stats import compare_samples, drop_warmup
+    from gcsim.scenario import validate_scenario
+    from gcsim.sim.engine import simulate
+
+    calib = options.calibration_scheme
+    src = read[f"{calib}-a"]
+    w_src = min(_warmup_for(src, s, options.warmup) for s in src.schemes)
+    path, _ = write_calibrated_scenario(src, work_dir / f"{model}-{calib}.yaml", warmup=w_src, force=True,
+                                        command=f"gcsim calibrate {src.path} --out {model}-{calib}.yaml")
+    base = yaml.safe_load(path.read_text())
+    rows = []
+    for k, (label, run) in enumerate(read.items()):
+        if label == f"{calib}-a":
+            continue
+        sch = run.schemes[0]
+        w = _warmup_for(run, sch, options.warmup)
+        obs = drop_warmup(run.iterations_of(sch), w)["duration_s"].to_numpy(float)
+        n_it = int(run.iterations_of(sch)["iteration"].nunique())
+        data = {**base, "schemes": [scheme_spec(run, sch)], "iterations": n_it * options.replications,
+                "seed": int(options.seed) + 7919 * (k + 1)}  # fresh draws, not the run's seed
+        sim = simulate(validate_scenario(data, base_dir=path.parent))
+        sim_d = drop_warmup(sim.iterations, w)["duration_s"].to_numpy(float)
+        cmp = compare_samples(obs, sim_d, n_resamples=2000, seed=options.seed + k)
+        row = {"model": model, "comparison": f"{CALIBRATED_FILE}-{calib}", "label": sch, "run": run.label,
+               "scheme": sch, "mode": "scenario", "calibrated_from": src.label, "basis": "out of sample"}
+        row.update(cmp.as_row())
+        row.update(target=label, exact=bool(exact.get(sch, False)), **_run_load(run))
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _run_load(run) -> dict:
@@ -222,12 +289,20 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
             tab = res.table()
             tab.insert(0, "comparison", name)
             tab.insert(0, "model", model)
+            tab["basis"] = basis_of_comparison(name)
             tab["target"] = [it.run.label for it in res.items]
             tab["exact"] = [bool(exact.get(it.scheme, False)) for it in res.items]
             for k in ("load_busy_cores", "load_other_cores", "loadavg_1m_end"):
                 tab[k] = [_run_load(it.run)[k] for it in res.items]
             rows.append(tab)
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+        if f"{calib}-a" in read:
+            with tempfile.TemporaryDirectory(prefix="gcsim-protocol-") as tmp:
+                rows.append(calibrated_file_rows(model, read, options, exact, Path(tmp)))
+    out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    if len(out):
+        out["iterations_for_3pct"] = [iterations_for_half_width(int(r.n_observed), r.err_mean_lo, r.err_mean_hi)
+                                      for r in out.itertuples()]
+    return out
 
 
 def summarize_protocol(table: pd.DataFrame, calib: str, noisy: bool) -> pd.DataFrame:
@@ -245,8 +320,9 @@ def summarize_protocol(table: pd.DataFrame, calib: str, noisy: bool) -> pd.DataF
             tau = float(stats.kendalltau(distinct["obs_mean_s"], distinct["sim_mean_s"]).statistic)
         worst_mean = float(scored["err_mean"].abs().max()) if len(scored) else float("nan")
         worst_p95 = float(scored["err_p95"].abs().max()) if len(scored) else float("nan")
+        need = scored["iterations_for_3pct"] if "iterations_for_3pct" in scored else pd.Series(dtype=float)
         out.append({
-            "model": model, "comparison": comp, "exact_targets": len(scored),
+            "model": model, "comparison": comp, "basis": basis_of_comparison(comp), "exact_targets": len(scored),
             "worst_abs_mean_err": worst_mean, "worst_abs_p95_err": worst_p95,
             "mean_abs_mean_err": float(scored["err_mean"].abs().mean()) if len(scored) else float("nan"),
             "kendall_tau": tau,
@@ -254,8 +330,28 @@ def summarize_protocol(table: pd.DataFrame, calib: str, noisy: bool) -> pd.DataF
             "meets_mean_target": bool(worst_mean <= mean_band),
             "meets_p95_target": bool(noisy or worst_p95 <= TARGETS["p95"]),
             "meets_tau_target": bool(tau == 1.0),
+            "discordant_pairs": discordant_pairs(distinct),
+            "iterations_for_3pct": float(need.max()) if len(need) and need.notna().any() else float("nan"),
         })
     return pd.DataFrame(out)
+
+
+def discordant_pairs(rows: pd.DataFrame) -> str:
+    """The scheme pairs whose predicted order differs from the observed one, each with the predicted
+    gap (``"gc-cr>gc-mds (pred 0.0 %)"``, ``;``-separated; empty when every pair agrees). A pair the
+    model predicts as equal (the same timing model, e.g. gc-cr and gc-mds) always counts as one:
+    Kendall's tau cannot reach 1 with it, so this says which pairs made it fall short."""
+    out = []
+    r = rows.reset_index(drop=True)
+    for i in range(len(r)):
+        for j in range(i + 1, len(r)):
+            do = float(r.obs_mean_s[i] - r.obs_mean_s[j])
+            ds = float(r.sim_mean_s[i] - r.sim_mean_s[j])
+            if do * ds <= 0 and not (do == 0 and ds == 0):
+                gap = abs(ds) / max(float(min(r.sim_mean_s[i], r.sim_mean_s[j])), 1e-12)
+                out.append(f"{r.target[i]}/{r.target[j]} (pred {gap:.1%} apart, obs "
+                           f"{abs(do) / max(float(min(r.obs_mean_s[i], r.obs_mean_s[j])), 1e-12):.1%})")
+    return "; ".join(out)
 
 
 def _pct(x) -> str:
@@ -273,25 +369,32 @@ def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: s
         f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpus', '?')} CPUs; noisy neighbour: "
         f"{'yes (one busy core at normal priority)' if options.noisy_neighbour else 'no'}.",
         "",
-        "Every number below is **out of sample**: calibrated on another run (named in the comparison), with "
-        "fresh straggler draws, scored on iterations the calibration never saw. The noise floor is the "
+        "Every comparison whose basis reads *out of sample* is a prediction: calibrated on another run (named "
+        "in the comparison), with fresh straggler draws, scored on iterations the calibration never saw. "
+        f"`{CALIBRATED_FILE}-{options.calibration_scheme}` is `gcsim calibrate {options.calibration_scheme}-a` "
+        "followed by `gcsim simulate` of the file it wrote. The *model check* (`check-...-paired`) replays each "
+        "target's own straggler draws with the same out-of-sample calibration: not a prediction, it shows how "
+        "much of a prediction's error is the luck of the draws. The noise floor is the "
         f"calibration scheme run twice (`{options.calibration_scheme}-b` predicted from "
-        f"`{options.calibration_scheme}-a`).",
+        f"`{options.calibration_scheme}-a`). \"iterations for ±3 %\": observed iterations per run a mean-error CI "
+        "of ±3 % would take (the widest over the exact targets; the CI shrinks as 1/sqrt(N)).",
         f"Targets (issue 9, exact schemes): |mean error| ≤ {mean_band:.0%}"
         + ("" if options.noisy_neighbour else f", |p95 error| ≤ {TARGETS['p95']:.0%}") + ", Kendall tau = 1.",
         "",
         "## Summary",
         "",
-        "| model | comparison | worst |mean err| | mean |mean err| | worst |p95 err| | Kendall tau | noise floor | targets met |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | comparison | basis | worst \\|mean err\\| | mean \\|mean err\\| | worst \\|p95 err\\| | Kendall tau "
+        "| noise floor | targets met | iterations for ±3 % | pairs in the wrong order |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in summary.iterrows():
         met = [n for n, ok in (("mean", r.meets_mean_target), ("p95", r.meets_p95_target), ("tau", r.meets_tau_target))
                if ok]
-        lines.append(f"| {r.model} | {r.comparison} | {r.worst_abs_mean_err:.1%} | {r.mean_abs_mean_err:.1%} | "
+        need = "-" if pd.isna(r.iterations_for_3pct) else f"{int(r.iterations_for_3pct):,}"
+        lines.append(f"| {r.model} | {r.comparison} | {r.basis} | {r.worst_abs_mean_err:.1%} | {r.mean_abs_mean_err:.1%} | "
                      f"{r.worst_abs_p95_err:.1%} | {r.kendall_tau:+.2f} | {_pct(r.noise_floor_mean_err)} | "
-                     f"{', '.join(met) if met else 'none'} |")
-    lines += ["", "## Every prediction", "",
+                     f"{', '.join(met) if met else 'none'} | {need} | {r.discordant_pairs or '-'} |")
+    lines += ["", "## Every comparison", "",
               "| model | comparison | target | exact | obs mean ms | sim mean ms | mean err [95% CI] | p95 err [95% CI] | "
               "other-process cores (run) |", "|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
