@@ -112,6 +112,12 @@ class Background(_Model):
     * ``per_iteration_cpu_s``: CPU-seconds of work each iteration brings to the other processes
       (dispatching the calls, moving the weights and replies through Ray, the master's bookkeeping),
       run at priority from the iteration's start on up to ``burst_cores`` cores until done (None: 0);
+    * ``per_payload_byte_cpu_s``: CPU-seconds per byte of the iteration's worker payloads (every
+      message of the iteration: ``gradient_bytes × payload_fraction``), added to
+      ``per_iteration_cpu_s`` and run the same way: Ray's processes move each reply through the
+      object store, so a scheme that sends half the bytes (CCE with m = 2) brings them half the work
+      (measured: 100-150 ms per iteration for six 755 KB replies, 46-50 ms for six 378 KB ones;
+      docs/validation/README.md). None: 0;
     * ``wait`` / ``finish``: a steady rate in cores while the master waits for a decodable set / while
       it decodes and updates the model (another program, the master's polling; None: 0 / the
       ``wait`` draw).
@@ -123,6 +129,7 @@ class Background(_Model):
     wait: Optional[DistSpec] = None
     finish: Optional[DistSpec] = None
     per_iteration_cpu_s: Optional[DistSpec] = None
+    per_payload_byte_cpu_s: Optional[NonNegFinite] = None
     burst_cores: PosFinite = 1.0
 
 

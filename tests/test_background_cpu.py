@@ -227,3 +227,42 @@ def test_calibration_recovers_per_iteration_work_and_steady_rate(tmp_path):
     assert cal.background_per_iteration_cpu_s == pytest.approx(0.05, rel=1e-5)
     assert cal.background_wait_cores == pytest.approx(0.3, rel=1e-5)
     assert cal.background_spec()["per_iteration_cpu_s"]["value"] == pytest.approx(0.05, rel=1e-5)
+
+
+def test_per_payload_byte_work_is_charged_per_scheme_message_size():
+    """Ray's processes spend CPU moving each reply: a scheme sending 1/m of the bytes (cce-fr, m = 2)
+    is charged half the per-iteration work of one sending whole gradients (uncoded, gc-fr)."""
+    per_byte, g = 1e-8, 1e6  # 10 ms per MB; six 1 MB replies: 60 ms per iteration
+    sc = _scenario(wait=0.0, finish=0.0, schemes=[{"name": "uncoded"}, {"name": "gc-fr", "s": 1},
+                                                  {"name": "cce-fr", "s": 1, "m": 2}])
+    sc["workload"]["gradient_bytes"] = g
+    sc["workload"]["background"]["per_payload_byte_cpu_s"] = per_byte
+    res = simulate(validate_scenario(sc))
+    its = res.iterations.groupby("scheme")["other_cpu_wait_s"]
+    # the burst (one core at priority) ends long before any scheme is decodable: all of it is in the wait
+    np.testing.assert_allclose(its.mean()["uncoded"], 6 * g * per_byte, rtol=1e-9)
+    np.testing.assert_allclose(its.mean()["gc-fr"], 6 * g * per_byte, rtol=1e-9)
+    np.testing.assert_allclose(its.mean()["cce-fr"], 6 * g * per_byte / 2, rtol=1e-9)
+    # and it costs the workers time: the same scheme without it is faster
+    del sc["workload"]["background"]["per_payload_byte_cpu_s"]
+    base = simulate(validate_scenario(sc)).iterations.groupby("scheme")["duration_s"].mean()
+    with_bytes = res.iterations.groupby("scheme")["duration_s"].mean()
+    assert (with_bytes > base).all()
+
+
+def test_calibration_turns_the_per_iteration_work_into_per_byte_work(tmp_path):
+    """Calibrated on a run with whole-gradient replies, the per-iteration part of the other-process CPU
+    becomes per_payload_byte_cpu_s = (per-iteration CPU) / (n x gradient bytes)."""
+    from gcsim.sim.output import write_sim_run
+
+    sc = _scenario(wait=0.1, finish=0.5, iterations=80, schemes=[{"name": "uncoded"}],
+                   stragglers={"delay": {"dist": "expon", "scale": 0.2}})
+    sc["workload"]["gradient_bytes"] = 1e6
+    sc["workload"]["background"]["per_iteration_cpu_s"] = {"dist": "constant", "value": 0.06}
+    scen = validate_scenario(sc)
+    run = read_run_dir(write_sim_run(simulate(scen), scen, tmp_path / "run"))
+    cal = calibrate(run, use_measured_cpu=True)
+    assert cal.background_per_iteration_cpu_s == pytest.approx(0.06, rel=0.05)
+    assert cal.background_per_payload_byte_cpu_s == pytest.approx(0.06 / 6e6, rel=0.05)
+    spec = cal.background_spec()
+    assert "per_iteration_cpu_s" not in spec and spec["per_payload_byte_cpu_s"] == cal.background_per_payload_byte_cpu_s

@@ -65,9 +65,11 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
     exact = {"uncoded": True, "gc-fr": True, "gc-cr": True}
     table = compare_protocol({"bimodal": runs}, ProtocolOptions(replications=3, warmup=5), exact)
     assert set(table["comparison"]) == {"from-uncoded", "from-uncoded-given-load", "from-gc-fr", "from-uncoded-wall",
-                                        "check-uncoded-paired", "calibrate-file-uncoded"}
+                                        "check-uncoded-paired", "calibrate-file-uncoded", "given-uncoded-load-and-speed"}
     assert set(table.loc[table.comparison == "check-uncoded-paired", "basis"]) == {"model check"}
-    assert (table.loc[table.comparison != "check-uncoded-paired", "basis"] == "out of sample").all()
+    assert set(table.loc[table.comparison == "given-uncoded-load-and-speed", "basis"]) == {"given machine state"}
+    assert (table.loc[~table.comparison.isin(["check-uncoded-paired", "given-uncoded-load-and-speed"]), "basis"]
+            == "out of sample").all()
     g = table.set_index(["comparison", "target"])
     # gcsim calibrate + gcsim simulate of the file: the same prediction as the comparator's (same load)
     assert abs(g.loc[("calibrate-file-uncoded", "gc-fr"), "err_mean"]) < 0.08

@@ -141,6 +141,7 @@ class Calibration:
     background_wait_cores: float | None = None
     background_finish_cores: float | None = None
     background_per_iteration_cpu_s: float | None = None
+    background_per_payload_byte_cpu_s: float | None = None
 
     def background_spec(self) -> dict | None:
         """``workload.background`` of the scenario: steady ``wait`` / ``finish`` cores and the
@@ -151,7 +152,9 @@ class Calibration:
         fin = self.background_finish_cores if self.background_finish_cores is not None else self.background_wait_cores
         out = {"wait": {"dist": "constant", "value": float(self.background_wait_cores)},
                "finish": {"dist": "constant", "value": float(fin)}}
-        if self.background_per_iteration_cpu_s:
+        if self.background_per_payload_byte_cpu_s:
+            out["per_payload_byte_cpu_s"] = float(self.background_per_payload_byte_cpu_s)
+        elif self.background_per_iteration_cpu_s:
             out["per_iteration_cpu_s"] = {"dist": "constant", "value": float(self.background_per_iteration_cpu_s)}
         return out
 
@@ -206,6 +209,7 @@ class Calibration:
             "background_wait_cores": self.background_wait_cores,
             "background_finish_cores": self.background_finish_cores,
             "background_per_iteration_cpu_s": self.background_per_iteration_cpu_s,
+            "background_per_payload_byte_cpu_s": self.background_per_payload_byte_cpu_s,
         }
 
 
@@ -563,7 +567,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     for r in runs[1:]:
         require_same_n(runs[0], r)
     groups: dict[int, tuple[list, list]] = {}
-    pay, tr, master, lags, dispatch, overheads, bg_its = [], [], [], [], [], [], []
+    pay, tr, master, lags, dispatch, overheads, bg_its, bg_bytes = [], [], [], [], [], [], [], []
     n_measured = 0
     cores = run_cores(runs[0]) if contention else None
     use_measured = use_measured_cpu
@@ -601,6 +605,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
             tr.append(arr[ok] - send[ok])
             pay.append(np.full(int(ok.sum()), g_bytes * frac))
             bg_its.append(its)
+            bg_bytes.append(np.full(len(its), g_bytes * frac * len(run.workers_of(sch)["worker"].unique())))
             dec = pd.to_numeric(its["decodable_s"], errors="coerce").to_numpy(float)
             end = its["end_s"].to_numpy(float)
             good = np.isfinite(dec)
@@ -655,11 +660,19 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     elif cores is not None:
         notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing); "
                      f"per-call overhead mean {over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU")
-    bg_wait = bg_fin = bg_it = None
+    bg_wait = bg_fin = bg_it = bg_byte = None
     if cores is not None and use_measured and bg_its:
         bg_wait, bg_fin, bg_it = background_cores(pd.concat(bg_its, ignore_index=True))
+        payload = float(np.mean(np.concatenate(bg_bytes))) if bg_bytes else 0.0
+        if bg_wait is not None and bg_it and payload > 0:
+            # the per-iteration work is Ray moving the replies: per byte of payload, so that a scheme
+            # sending other message sizes (CCE: 1/m) is charged its own (Background.per_payload_byte_cpu_s)
+            bg_byte = bg_it / payload
         if bg_wait is not None:
-            notes.append(f"other processes took {bg_it * 1e3:.1f} ms of CPU per iteration plus a steady {bg_wait:.3f} "
+            notes.append(f"other processes took {bg_it * 1e3:.1f} ms of CPU per iteration"
+                         + (f" ({bg_byte * 1e9:.1f} ns per byte of the workers' replies, {payload / 1e6:.2f} MB per "
+                            f"iteration here)" if bg_byte else "")
+                         + f" plus a steady {bg_wait:.3f} "
                          f"of {cores:g} cores while the master waited, {(bg_fin if bg_fin is not None else bg_wait):.3f} "
                          f"cores while it decoded and stepped (measured: other_cpu_wait_s, other_cpu_finish_s); "
                          f"the workers share the rest")
@@ -674,7 +687,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                        start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0, notes=tuple(notes),
                        cores=cores, overhead_values_s=np.maximum(over, 0.0), cancel_granularity=granularity,
                        background_wait_cores=bg_wait, background_finish_cores=bg_fin,
-                       background_per_iteration_cpu_s=bg_it)
+                       background_per_iteration_cpu_s=bg_it, background_per_payload_byte_cpu_s=bg_byte)
 
 
 def require_same_n(source: RunDir, target: RunDir) -> None:

@@ -33,16 +33,20 @@ MODES = ("scenario", "paired")
 LOAD_SOURCES = ("calibration", "target")
 
 
-def basis_of(mode: str, calibrated_from: str | None, run_label: str) -> str:
+def basis_of(mode: str, calibrated_from: str | None, run_label: str, given_state: bool = False) -> str:
     """How far a compared number is from a prediction, in words for tables and reports:
 
     * ``model check``: paired mode replays the run's own straggler draws (not a prediction);
+    * ``given machine state``: calibrated on another run but with the target's measured CPU speed
+      (``speed_from="target"``): a diagnostic, not a prediction;
     * ``in sample``: calibrated on the very run it is scored against (fresh straggler draws);
     * ``out of sample``: calibrated on another run, fresh draws, scored on iterations the
       calibration never saw – the only kind that tells what gcsim predicts for a scheme nobody ran.
     """
     if mode == "paired":
         return "model check"
+    if given_state:
+        return "given machine state"
     if calibrated_from is None or calibrated_from == run_label:
         return "in sample"
     return "out of sample"
@@ -74,6 +78,11 @@ class CompareOptions:
             CPU measured in the calibration run (a pure prediction); ``"target"`` – the one measured
             during each target run (an exogenous input recorded beside the target's iteration times,
             never fitted to them: "what would the model say, given the machine's load at that time").
+        speed_from: with ``cpu_source="measured"``: ``"calibration"`` (default) – per-partition CPU work
+            as calibrated; ``"target"`` – scaled by the target's median per-partition CPU (its workers'
+            clocks) over the calibration's: a diagnostic of how much of an error is the machine's CPU
+            speed drifting between runs (a shared VM's cores run 5-9 % faster or slower minutes apart),
+            not a prediction (:func:`basis_of` says ``given machine state``).
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -87,6 +96,7 @@ class CompareOptions:
     confidence: float = 0.95
     cpu_source: Literal["wall", "measured"] = "wall"
     load_from: Literal["calibration", "target"] = "calibration"
+    speed_from: Literal["calibration", "target"] = "calibration"
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -103,6 +113,8 @@ class CompareOptions:
             raise ConfigError("--cpu-source", "one of wall, measured", self.cpu_source)
         if self.load_from not in LOAD_SOURCES:
             raise ConfigError("--load-from", f"one of {', '.join(LOAD_SOURCES)}", self.load_from)
+        if self.speed_from not in LOAD_SOURCES:
+            raise ConfigError("--speed-from", f"one of {', '.join(LOAD_SOURCES)}", self.speed_from)
 
 
 @dataclass
@@ -131,6 +143,7 @@ class SchemeComparison:
     verdict: Verdict
     mode: str
     load_from: str = "calibration"
+    speed_from: str = "calibration"
 
     def observed_sample(self) -> np.ndarray:
         """Observed iteration times after warm-up, seconds ``(N,)``."""
@@ -146,7 +159,8 @@ class SchemeComparison:
         out = {"label": self.label, "run": self.run.label, "run_dir": str(self.run.path), "scheme": self.scheme,
                "executor": self.run.executor, "n": self.run.n_workers, "s": int(info["s"]), "m": int(info["m"]),
                "mode": self.mode, "calibrated_from": "+".join(self.calibration.source),
-               "basis": basis_of(self.mode, "+".join(self.calibration.source), self.run.label),
+               "basis": basis_of(self.mode, "+".join(self.calibration.source), self.run.label,
+                                 given_state=self.speed_from == "target"),
                "load_from": self.load_from if self.calibration.background_wait_cores is not None else "none",
                "replications": int(self.simulated_iterations["replication"].nunique()), "warmup": self.warmup}
         out.update(self.comparison.as_row())
@@ -249,6 +263,17 @@ def check_replay(observed_workers: pd.DataFrame, simulated_workers: pd.DataFrame
     return frac
 
 
+def partition_cpu_s(workers: pd.DataFrame, run: RunDir, warmup: int, scheme: str | None = None) -> float:
+    """Median CPU-seconds per partition the run's workers measured (``compute_cpu_s`` / computation
+    load over the arrived rows after ``warmup``); NaN when the trace has no CPU clocks."""
+    sch = scheme if scheme is not None else run.schemes[0]
+    d = float(run.scheme_row(sch).get("computation_load", 1.0) or 1.0)
+    wk = workers[(workers["iteration"] >= warmup) & (workers["status"].astype(str) == "arrived")]
+    v = pd.to_numeric(wk["compute_cpu_s"], errors="coerce").to_numpy(float) / d if "compute_cpu_s" in wk else np.zeros(0)
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(np.median(v)) if v.size else float("nan")
+
+
 def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_from: RunDir | None = None,
                  options: CompareOptions = CompareOptions(), simulate: Callable | None = None,
                  progress: bool = False) -> CompareResult:
@@ -292,7 +317,13 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
                 w_bg, f_bg, it_bg = background_cores(drop_warmup(run.iterations_of(sch), w))
                 if w_bg is not None:
                     cal = dataclasses.replace(cal, background_wait_cores=w_bg, background_finish_cores=f_bg,
-                                              background_per_iteration_cpu_s=it_bg)
+                                              background_per_iteration_cpu_s=it_bg,
+                                              background_per_payload_byte_cpu_s=None)  # the target's own
+            if options.speed_from == "target" and options.cpu_source == "measured" and calibrate_from is not None:
+                f_src = partition_cpu_s(calibrate_from.workers_of(calibrate_from.schemes[0]), calibrate_from, w_src)
+                f_tgt = partition_cpu_s(run.workers_of(sch), run, w, sch)
+                if np.isfinite(f_src) and np.isfinite(f_tgt) and f_src > 0:
+                    cal = dataclasses.replace(cal, compute_values_s=cal.compute_values_s * (f_tgt / f_src))
             sim_its, sim_wks = simulate_like(run, sch, cal, options, simulate)
             if options.mode == "paired":
                 check_replay(run.workers_of(sch), sim_wks[sim_wks["scheme"] == sch], run.label)
@@ -316,7 +347,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
                                           verdict=judge(cmp, options.bands), mode=options.mode,
-                                          load_from=options.load_from))
+                                          load_from=options.load_from, speed_from=options.speed_from))
             bar.update(1)
     finally:
         bar.close()

@@ -106,6 +106,10 @@ def _header(run: RunDir, cal: Calibration, command: str) -> str:
                      f"{(d['background_per_iteration_cpu_s'] or 0.0) * 1e3:.1f} ms of CPU per iteration plus a "
                      f"steady {d['background_wait_cores']:.3f} cores while the master waited, {fin:.3f} while it "
                      f"decoded and stepped")
+        if d.get("background_per_payload_byte_cpu_s"):
+            lines.append(f"    the per-iteration part as per_payload_byte_cpu_s = "
+                         f"{d['background_per_payload_byte_cpu_s'] * 1e9:.2f} ns per byte of the workers' replies "
+                         f"(Ray moving them), so each scheme is charged for its own message size")
         lines.append("    (measured on this run's machine: edit it for a busier or quieter machine)")
     lines += [
         f"  network.dispatch: model broadcast lag per worker, mean {d['dispatch_mean_s'] * 1e3:.2f} ms",

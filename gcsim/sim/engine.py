@@ -462,6 +462,9 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     burst_cores = sc.workload.background.burst_cores if background is not None else 0.0
     bg_state = {"steady": 0.0, "burst": 0.0, "it": -1}  # what other processes take now
     burst_in_wait = np.zeros(I)  # CPU-seconds of the per-iteration work done before decodable_s
+    burst_cpu = np.zeros(I)  # CPU-seconds of per-iteration work: per_iteration_cpu_s + per-byte term
+    per_byte = (float(sc.workload.background.per_payload_byte_cpu_s or 0.0) * sc.workload.gradient_bytes
+                if background is not None else 0.0)  # CPU-seconds per unit of payload_fraction
 
     def apply_background() -> None:
         cpu.set_cores(worker_cores(cores, bg_state["steady"] + bg_state["burst"]))
@@ -469,7 +472,7 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     def end_burst(it: int, _ev=None) -> None:
         if bg_state["it"] == it and bg_state["burst"] > 0:
             if np.isnan(decodable[it]):
-                burst_in_wait[it] = background[2][it]
+                burst_in_wait[it] = burst_cpu[it]
             bg_state["burst"] = 0.0
             apply_background()
     overhead_s = block.call_overhead_s if block.call_overhead_s is not None else np.zeros((I, n))
@@ -531,14 +534,15 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     def master():
         for it in range(I):
             start[it] = env.now
+            assign, msgs, segs, n_msgs_of = plans.at(it)
             if background is not None:
+                burst_cpu[it] = background[2][it] + per_byte * sum(m.payload_fraction for m in msgs)
                 bg_state.update(steady=background[0][it], burst=0.0, it=it)
                 rate = min(burst_cores, max(cores - background[0][it], 0.0))
-                if background[2][it] > 0 and rate > 0:
+                if burst_cpu[it] > 0 and rate > 0:
                     bg_state["burst"] = rate
-                    env.timeout(background[2][it] / rate).callbacks.append(partial(end_burst, it))
+                    env.timeout(burst_cpu[it] / rate).callbacks.append(partial(end_burst, it))
                 apply_background()
-            assign, msgs, segs, n_msgs_of = plans.at(it)
             if max(len(a) for a in assign) > cum.shape[2] - 1:
                 raise SchemeError.param(scheme.name, f"assignment at iteration {it}",
                                         f"at most {cum.shape[2] - 1} partitions per worker", max(map(len, assign)))

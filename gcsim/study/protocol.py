@@ -189,6 +189,8 @@ def _comparisons(calib: str, coded: str) -> list[tuple[str, str, dict]]:
         (f"from-{coded}", coded, {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-wall", f"{calib}-a", {"cpu_source": "wall", "load_from": "calibration"}),
         (f"check-{calib}-paired", f"{calib}-a", {"cpu_source": "measured", "load_from": "target", "mode": "paired"}),
+        (f"given-{calib}-load-and-speed", f"{calib}-a", {"cpu_source": "measured", "load_from": "target",
+                                                        "speed_from": "target"}),
     ]
 
 
@@ -197,8 +199,13 @@ CALIBRATED_FILE = "calibrate-file"
 
 
 def basis_of_comparison(name: str) -> str:
-    """``model check`` for the paired replays (``check-...``), else ``out of sample``."""
-    return "model check" if name.startswith("check-") else "out of sample"
+    """``model check`` for the paired replays (``check-...``), ``given machine state`` for the
+    diagnostic that takes the target's measured load and CPU speed (``given-...``), else ``out of sample``."""
+    if name.startswith("check-"):
+        return "model check"
+    if name.startswith("given-"):
+        return "given machine state"
+    return "out of sample"
 
 
 def iterations_for_half_width(n_observed: int, lo: float, hi: float, half_width: float = 0.03) -> float:
@@ -374,7 +381,10 @@ def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: s
         f"`{CALIBRATED_FILE}-{options.calibration_scheme}` is `gcsim calibrate {options.calibration_scheme}-a` "
         "followed by `gcsim simulate` of the file it wrote. The *model check* (`check-...-paired`) replays each "
         "target's own straggler draws with the same out-of-sample calibration: not a prediction, it shows how "
-        "much of a prediction's error is the luck of the draws. The noise floor is the "
+        "much of a prediction's error is the luck of the draws. *Given machine state* (`given-...`) takes the "
+        "target's measured other-process CPU and its workers' median CPU-seconds per partition (fresh draws): "
+        "a diagnostic of how much of an error is the machine's speed drifting between runs, not a prediction. "
+        "The noise floor is the "
         f"calibration scheme run twice (`{options.calibration_scheme}-b` predicted from "
         f"`{options.calibration_scheme}-a`). \"iterations for ±3 %\": observed iterations per run a mean-error CI "
         "of ±3 % would take (the widest over the exact targets; the CI shrinks as 1/sqrt(N)).",

@@ -1,0 +1,189 @@
+"""``gcsim real --address`` on a real multi-node Ray cluster (issue 10).
+
+One loopback cluster per module (``ray.cluster_utils.Cluster``: a head with no CPUs, so every worker
+actor lives on a worker node, plus one node of 1 CPU per worker), with its own temp dir (``RAY_TMPDIR``
+and ``temp_dir``), so no other Ray session on the machine is seen or touched. Nodes are killed by the
+PID of their raylet (SIGKILL), exactly the processes this module started.
+
+* one worker node lost with s = 1: the run finishes, no iteration lost, the death is reported;
+* two lost with s = 1: a clean failure with a checkpoint; ``--resume`` finishes on the nodes left;
+* SIGTERM to a ``gcsim real --address`` process: a checkpoint, status ``interrupted`` naming SIGTERM;
+  ``--resume`` finishes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("torch")
+
+import pandas as pd  # noqa: E402
+import yaml  # noqa: E402
+from ray import cluster_utils  # noqa: E402
+from ray._private import ray_constants  # noqa: E402
+
+from gcsim.compare.rundir import read_run_dir  # noqa: E402
+from gcsim.errors import RunFailedError  # noqa: E402
+from gcsim.real.config import resolve_config  # noqa: E402
+from gcsim.real.data import make_random_image_folder, prepare_from_image_folder  # noqa: E402
+from gcsim.real.rundir import RealRunDir  # noqa: E402
+from gcsim.real.runner import RunHooks, resume_real, run_real  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+N, ITERS = 4, 8
+GCSIM = [sys.executable, "-c", "import sys; from gcsim.cli import main; sys.exit(main())"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    make_random_image_folder(root / "src", train_per_class=8, test_per_class=3, seed=1)
+    prepare_from_image_folder(root / "src", root / "data")
+    (root / "tiny.yaml").write_text(yaml.safe_dump({
+        "name": "tiny", "n_workers": N, "iterations": ITERS, "seed": 3,
+        "schemes": [{"name": "gc-fr", "s": 1}],
+        "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
+        "stragglers": {"delay": {"dist": "constant", "value": 0.05}},
+        "policy": "cancel",
+    }))
+    temp = tempfile.mkdtemp(prefix="gcsim-rc-")  # short: Ray's unix sockets live under it
+    old_tmpdir = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = temp  # Cluster writes its address file there, not /tmp/ray
+    c = cluster_utils.Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "node_ip_address": "127.0.0.1", "temp_dir": temp, "include_dashboard": False})
+    c.root, c.temp = root, temp
+    try:
+        yield c
+    finally:
+        c.shutdown()
+        if old_tmpdir is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old_tmpdir
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _nodes(cluster, k: int) -> None:
+    """Bring the cluster to exactly ``k`` live worker nodes of 1 CPU (adding what is missing)."""
+    while len(cluster.worker_nodes) < k:
+        cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", temp_dir=cluster.temp)
+    cluster.wait_for_nodes()
+
+
+def _kill_raylet(cluster, node_id: str) -> int:
+    """SIGKILL the raylet of the worker node ``node_id`` (hex); returns its PID."""
+    for node in list(cluster.worker_nodes):
+        if node.node_id == node_id:
+            pid = node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+            os.kill(pid, signal.SIGKILL)
+            cluster.remove_node(node, allow_graceful=False)  # reap what is left of it, by its PIDs
+            return pid
+    raise AssertionError(f"no worker node {node_id}")
+
+
+def _config(cluster, **over):
+    opts = dict(batch_size=16, eval_every=4, checkpoint_every=2, data_dir=str(cluster.root / "data"),
+                address=cluster.address, fetch_timeout_s=20.0, setup_timeout_s=120.0, placement_timeout_s=60.0)
+    opts.update(over)
+    return resolve_config("gc-fr", cluster.root / "tiny.yaml", **opts)
+
+
+def test_one_node_lost_within_s_the_run_finishes_and_says_so(cluster):
+    _nodes(cluster, N)
+    killed = []
+
+    def kill_node_of_worker_1(it, pool):
+        if it == 3 and not killed:
+            killed.append(_kill_raylet(cluster, pool.info[1]["node_id"]))
+
+    cfg, scenario = _config(cluster)
+    out = cluster.root / "lose-one"
+    res = run_real(cfg, scenario, out, progress=False, hooks=RunHooks(after_dispatch=kill_node_of_worker_1))
+    assert killed and res.status == "finished" and res.iterations_done == ITERS
+    run = read_run_dir(out)
+    assert run.iterations.iteration.tolist() == list(range(ITERS))  # no iteration lost
+    status = json.loads((out / "status.json").read_text())
+    assert status["status"] == "finished"
+    assert [d["worker"] for d in status["dead_workers"]] == [1] and status["dead_workers"][0]["iteration"] >= 3
+    assert int(pd.read_csv(out / "summary.csv")["dead_workers"].iloc[0]) == 1
+    wk = run.workers
+    assert not wk[(wk.worker == 1) & (wk.iteration > 4)].used.any()
+
+
+def test_two_nodes_lost_with_s_1_fail_cleanly_and_resume_finishes_on_the_rest(cluster):
+    _nodes(cluster, N)
+    killed = []
+
+    def kill_two(it, pool):
+        if it == 3 and not killed:
+            killed.append(_kill_raylet(cluster, pool.info[0]["node_id"]))
+            killed.append(_kill_raylet(cluster, pool.info[1]["node_id"]))
+
+    cfg, scenario = _config(cluster)
+    out = cluster.root / "lose-two"
+    with pytest.raises(RunFailedError, match=r"--resume"):
+        run_real(cfg, scenario, out, progress=False, hooks=RunHooks(after_dispatch=kill_two))
+    rd = RealRunDir(out)
+    status = rd.read_status()
+    assert status["status"] == "failed" and status["reason"]
+    assert {d["worker"] for d in status["dead_workers"]} <= {0, 1} and len(status["dead_workers"]) >= 1
+    done = rd.load_checkpoint()["next_iteration"]
+    assert done == status["iterations_done"] and pd.read_csv(out / "iterations.csv").iteration.tolist() == list(range(done))
+
+    # two nodes of 1 CPU are left for 4 workers: the resume fits them at 0.5 CPU each and finishes
+    res = resume_real(out, progress=False, overrides={"address": cluster.address})  # --resume --address
+    assert res.status == "finished" and res.iterations_done == ITERS
+    run = read_run_dir(out)
+    assert run.iterations.iteration.tolist() == list(range(ITERS))
+    assert run.status["sessions"] == 2
+
+
+def test_sigterm_checkpoints_and_resume_finishes(cluster):
+    _nodes(cluster, N)
+    out = cluster.root / "term"
+    env = {**os.environ, "RAY_TMPDIR": cluster.temp}
+    args = ["real", "--scheme", "gc-fr", "--scenario", str(cluster.root / "tiny.yaml"), "--iterations", "40",
+            "--batch-size", "16", "--data-dir", str(cluster.root / "data"), "--address", cluster.address,
+            "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(GCSIM + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                st = json.loads((out / "status.json").read_text())
+            except (OSError, ValueError):
+                st = {}
+            if st.get("iterations_done", 0) >= 3:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "continue with: gcsim real --resume" in stdout
+    status = json.loads((out / "status.json").read_text())
+    assert status["status"] == "interrupted" and status["reason"] == "SIGTERM"
+    done = status["iterations_done"]
+    assert 3 <= done < 40 and status["checkpoint_iteration"] == done
+    assert pd.read_csv(out / "iterations.csv").iteration.tolist() == list(range(done))
+
+    rc = subprocess.run(GCSIM + ["real", "--resume", str(out), "--iterations", str(done + 2), "--no-progress"],
+                        env=env, capture_output=True, text=True, timeout=300)
+    assert rc.returncode == 0, rc.stderr
+    run = read_run_dir(out)
+    assert run.status["status"] == "finished" and run.iterations.iteration.tolist() == list(range(done + 2))
