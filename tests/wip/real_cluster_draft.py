@@ -1,3 +1,12 @@
+"""DRAFT, NOT COLLECTED (file name without test_): the issue-10 multi-node tests below do not run yet.
+
+Status (2026-12-01): with ``ray.cluster_utils.Cluster`` created in the pytest process, the first
+``run_real(..., address=cluster.address)`` hangs in ``ray.init`` -> ``Node._init_gcs_client``
+(py-spy dump), never reaching placement. Next step: run the driver in a subprocess (as the SIGTERM
+test does), or start the nodes with ``ray start --head/--address --temp-dir ... --port ...``
+subprocesses and kill raylets by PID. Rename to tests/test_real_cluster.py once it passes.
+"""
+
 """``gcsim real --address`` on a real multi-node Ray cluster (issue 10).
 
 One loopback cluster per module (``ray.cluster_utils.Cluster``: a head with no CPUs, so every worker
@@ -57,12 +66,14 @@ def cluster(tmp_path_factory):
         "stragglers": {"delay": {"dist": "constant", "value": 0.05}},
         "policy": "cancel",
     }))
-    temp = tempfile.mkdtemp(prefix="gcsim-rc-")  # short: Ray's unix sockets live under it
+    base = tempfile.mkdtemp(prefix="gcsim-rc-")  # short: Ray's unix sockets live under it
+    temp = os.path.join(base, "ray")  # Ray's own layout: <RAY_TMPDIR>/ray
+    os.makedirs(temp)
     old_tmpdir = os.environ.get("RAY_TMPDIR")
-    os.environ["RAY_TMPDIR"] = temp  # Cluster writes its address file there, not /tmp/ray
+    os.environ["RAY_TMPDIR"] = base  # Cluster writes its address file under it, not /tmp/ray
     c = cluster_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "node_ip_address": "127.0.0.1", "temp_dir": temp, "include_dashboard": False})
-    c.root, c.temp = root, temp
+    c.root, c.temp, c.base = root, temp, base
     try:
         yield c
     finally:
@@ -71,7 +82,7 @@ def cluster(tmp_path_factory):
             os.environ.pop("RAY_TMPDIR", None)
         else:
             os.environ["RAY_TMPDIR"] = old_tmpdir
-        shutil.rmtree(temp, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _nodes(cluster, k: int) -> None:
@@ -152,9 +163,9 @@ def test_two_nodes_lost_with_s_1_fail_cleanly_and_resume_finishes_on_the_rest(cl
 def test_sigterm_checkpoints_and_resume_finishes(cluster):
     _nodes(cluster, N)
     out = cluster.root / "term"
-    env = {**os.environ, "RAY_TMPDIR": cluster.temp}
-    args = ["real", "--scheme", "gc-fr", "--scenario", str(cluster.root / "tiny.yaml"), "--iterations", "40",
-            "--batch-size", "16", "--data-dir", str(cluster.root / "data"), "--address", cluster.address,
+    env = {**os.environ, "RAY_TMPDIR": cluster.base}
+    args = ["real", "--scheme", "gc-fr", "--scenario", str(cluster.root / "tiny.yaml"), "--iterations", "200",
+            "--batch-size", "16", "--checkpoint-every", "1", "--eval-every", "100", "--data-dir", str(cluster.root / "data"), "--address", cluster.address,
             "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(GCSIM + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -179,7 +190,7 @@ def test_sigterm_checkpoints_and_resume_finishes(cluster):
     status = json.loads((out / "status.json").read_text())
     assert status["status"] == "interrupted" and status["reason"] == "SIGTERM"
     done = status["iterations_done"]
-    assert 3 <= done < 40 and status["checkpoint_iteration"] == done
+    assert 3 <= done < 200 and status["checkpoint_iteration"] == done
     assert pd.read_csv(out / "iterations.csv").iteration.tolist() == list(range(done))
 
     rc = subprocess.run(GCSIM + ["real", "--resume", str(out), "--iterations", str(done + 2), "--no-progress"],
