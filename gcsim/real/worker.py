@@ -112,7 +112,9 @@ class GradientWorker:
         import ray
 
         return {"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(), "held": held,
-                "n_parameters": self.n_params, "node_id": ray.get_runtime_context().get_node_id()}
+                "n_parameters": self.n_params,
+                # outside an actor (unit tests) there is no node, and get_runtime_context() would start Ray
+                "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else None}
 
     def ping(self) -> int:
         """The actor's process id (liveness check)."""
