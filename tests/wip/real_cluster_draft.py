@@ -2,9 +2,12 @@
 
 Status (2026-12-01): with ``ray.cluster_utils.Cluster`` created in the pytest process, the first
 ``run_real(..., address=cluster.address)`` hangs in ``ray.init`` -> ``Node._init_gcs_client``
-(py-spy dump), never reaching placement. Next step: run the driver in a subprocess (as the SIGTERM
-test does), or start the nodes with ``ray start --head/--address --temp-dir ... --port ...``
-subprocesses and kill raylets by PID. Rename to tests/test_real_cluster.py once it passes.
+(py-spy dump), never reaching placement. A driver in a fresh subprocess hangs the same way
+(> 45 s in ``ray.init(address=...)``, with and without ``temp_dir``, with ``_node_ip_address="127.0.0.1"``),
+so the in-process Cluster setup itself is the suspect, not gcsim. Next step: start the nodes with
+``ray start --head/--address --temp-dir ... --port ...`` subprocesses (kill raylets by PID), check
+that a bare ``ray.init(address=...)`` joins, then run these tests. Rename to tests/test_real_cluster.py
+once it passes.
 """
 
 """``gcsim real --address`` on a real multi-node Ray cluster (issue 10).
