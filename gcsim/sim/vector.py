@@ -105,15 +105,12 @@ def _plan(scheme: Scheme, it: int, sc: Scenario) -> _Plan:
     assign, msgs = scheme.assignment(it), scheme.messages(it)
     n = len(assign)
     d = np.array([len(a) for a in assign], dtype=np.int64)
-    afters: list[set] = [{int(x)} for x in d]
-    for m in msgs:
-        afters[m.worker].add(int(d[m.worker]))
-    segs = [sorted(a) for a in afters]
+    segs = [[int(x)] for x in d]  # every message leaves after the worker's last partition: one segment
     S = max(len(b) for b in segs)
     bounds = np.array([b + [b[-1]] * (S - len(b)) for b in segs], dtype=np.int64)
     net, grad = sc.network, sc.workload.gradient_bytes
     m_worker = np.array([m.worker for m in msgs], dtype=np.int64)
-    m_seg = np.array([segs[m.worker].index(int(d[m.worker])) if len(segs[m.worker]) > 1 else 0 for m in msgs], dtype=np.int64)
+    m_seg = np.zeros(len(msgs), dtype=np.int64)
     up = np.array([net.latency_s + grad * m.payload_fraction / net.bandwidth_bytes_per_s for m in msgs])
     key = (tuple(d.tolist()), tuple((m.worker, int(d[m.worker]), m.payload_fraction) for m in msgs))
     return _Plan(d, bounds, np.array([len(b) for b in segs]), m_worker, m_seg, up,
