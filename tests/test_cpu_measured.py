@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from factories import make_trace, write_run_dir
 
-from gcsim.compare.calibrate import calibrate, measured_cpu
+from gcsim.compare.calibrate import calibrate, measured_cpu, split_idle_cpu, worker_idle_s
 from gcsim.compare.rundir import read_run_dir
 from gcsim.scenario import validate_scenario
 from gcsim.sim.engine import simulate
@@ -91,3 +91,46 @@ def test_wall_is_the_default_cpu_source_even_with_measured_columns(tmp_path):
     wall = calibrate(read_run_dir(path), warmup=5)
     assert not any("CPU measured" in n for n in wall.notes)
     assert abs(wall.compute_values_s.mean() - 0.027) > 0.01
+
+
+def test_worker_idle_is_the_gap_between_calls_plus_the_delay():
+    # two workers, three iterations starting at 0, 1, 2 s; worker 1 is cancelled in iteration 1
+    its = pd.DataFrame({"iteration": [0, 1, 2], "start_s": [0.0, 1.0, 2.0]})
+    wk = pd.DataFrame({"iteration": [0, 0, 1, 1, 2, 2], "worker": [0, 1, 0, 1, 0, 1],
+                       "compute_start_s": [0.01, 0.02, 0.01, 0.03, 0.02, 0.01],
+                       "delay_s": [0.0, 0.0, 0.5, 0.0, 0.0, 0.0],
+                       "compute_s": [0.1, 0.2, 0.1, 0.05, 0.1, 0.1],
+                       "send_s": [0.2, 0.3, 0.7, np.nan, 0.2, 0.2]})
+    idle = worker_idle_s(wk, its)
+    assert np.isnan(idle[0]) and np.isnan(idle[1])  # first calls: no previous end
+    # worker 0: previous call ended at 0.2, this one starts at 1.01 and sleeps 0.5 s
+    np.testing.assert_allclose(idle[[2, 4]], [1.01 - 0.2 + 0.5, 2.02 - 1.7])
+    # worker 1: ended at 0.3; cancelled call ended at 1.03 + 0 + 0.05 (no send_s)
+    np.testing.assert_allclose(idle[[3, 5]], [1.03 - 0.3, 2.01 - 1.08])
+
+
+def test_idle_cpu_is_split_from_the_per_call_cpu(tmp_path):
+    # per-call CPU = 6 ms of work + 0.005 cores while the worker waits: calibration must charge 6 ms
+    # per call and give the 6 processes' 0.03 cores to the steady background
+    path, _, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.0)
+    run = read_run_dir(path)
+    wk = run.workers_of("gc-fr").copy()
+    idle = worker_idle_s(wk, run.iterations_of("gc-fr"))
+    wk["cpu_s"] = wk["compute_cpu_s"] + 0.006 + 0.005 * np.nan_to_num(idle)
+    wk.to_csv(path / "workers.csv", index=False)
+    its = run.iterations_of("gc-fr").copy()
+    its["other_cpu_wait_s"] = 0.1 * (its["decodable_s"] - its["start_s"])
+    its["other_cpu_finish_s"] = 0.1 * (its["end_s"] - its["decodable_s"])
+    its.to_csv(path / "iterations.csv", index=False)
+    cal = calibrate(read_run_dir(path), warmup=5, use_measured_cpu=True)
+    np.testing.assert_allclose(cal.overhead_values_s, 0.006, atol=1e-9)
+    assert cal.background_wait_cores == pytest.approx(0.1 + 6 * 0.005, rel=1e-6)
+    assert cal.background_finish_cores == pytest.approx(0.1 + 6 * 0.005, rel=1e-6)
+    assert any("cores per worker process while it waits" in n for n in cal.notes)
+
+
+def test_split_idle_cpu_keeps_a_constant_overhead():
+    over = np.array([0.008, 0.008, 0.008, 0.008])
+    per_call, rate = split_idle_cpu(over, np.array([0.1, 0.5, 1.0, np.nan]))
+    assert rate == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(per_call, 0.008)

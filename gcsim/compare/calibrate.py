@@ -480,6 +480,62 @@ def fit_transfer(payload_bytes: np.ndarray, transfer_s: np.ndarray) -> tuple[Tra
     return fit, notes
 
 
+def worker_idle_s(workers: pd.DataFrame, iterations: pd.DataFrame) -> np.ndarray:
+    """Per worker row: seconds the worker process spent outside its partitions' loop since its
+    previous call ended, i.e. the gap between calls plus this call's injected delay (``(k,)``, NaN
+    for a worker's first row or where the stamps are missing; gaps clipped at 0).
+
+    A call ends at its ``send_s`` (or, cancelled, at ``compute_start_s + delay_s + compute_s``); the
+    next starts at its ``compute_start_s`` (both relative to their iteration's ``start_s``). The real
+    worker's ``cpu_s - compute_cpu_s`` covers exactly this span (:mod:`gcsim.real.worker`:
+    ``cpu_before`` + the delay's sleep + loading the weights + encoding).
+    """
+    num = lambda col: pd.to_numeric(workers[col], errors="coerce").to_numpy(float) if col in workers else np.full(len(workers), np.nan)  # noqa: E731
+    st = iterations.set_index("iteration")["start_s"]
+    t0 = st.reindex(workers["iteration"]).to_numpy(float)
+    begin = t0 + num("compute_start_s")
+    delay = np.nan_to_num(num("delay_s"), nan=0.0)
+    send = num("send_s")
+    end = t0 + np.where(np.isfinite(send), send, num("compute_start_s") + delay + num("compute_s"))
+    order = np.lexsort((workers["iteration"].to_numpy(), workers["worker"].to_numpy()))
+    idle = np.full(len(workers), np.nan)
+    wk_sorted = workers["worker"].to_numpy()[order]
+    prev_end = np.r_[np.nan, end[order][:-1]]
+    prev_end[np.r_[True, wk_sorted[1:] != wk_sorted[:-1]]] = np.nan
+    idle[order] = np.maximum(begin[order] - prev_end, 0.0) + delay[order]
+    return idle
+
+
+def split_idle_cpu(overhead_s: np.ndarray, idle_s: np.ndarray) -> tuple[np.ndarray, float]:
+    """Split the measured per-call CPU into work done per call and a steady rate while idle.
+
+    A worker process keeps using CPU while it waits for its next call (Ray's core-worker threads:
+    about 0.004-0.006 cores each on the acceptance machine, the same in every scheme), and its clock
+    charges that to the next call's ``cpu_s - compute_cpu_s``. Charged per call, it would make a
+    scheme whose workers idle less (or a machine with shorter delays) look as if each call cost
+    what it cost in the calibration run: ``overhead = c0 + r × idle`` is fitted by non-negative least
+    squares (``scipy.optimize.nnls``; rows where both are finite) and the per-call work returned is
+    ``overhead − r × idle`` (clipped at 0; rows without an idle span keep their value minus nothing).
+
+    Args:
+        overhead_s: ``(k,)`` per-call CPU-seconds (NaN where not measured).
+        idle_s: ``(k,)`` idle seconds before/within each call (:func:`worker_idle_s`).
+    Returns:
+        ``(per_call_s (k,), rate_cores)``: the per-call CPU-seconds and the idle rate ``r`` (cores per
+        worker process; 0 with fewer than 3 usable rows or no spread in ``idle_s``).
+    """
+    from scipy.optimize import nnls
+
+    over = np.asarray(overhead_s, float)
+    idle = np.asarray(idle_s, float)
+    ok = np.isfinite(over) & np.isfinite(idle)
+    rate = 0.0
+    if ok.sum() >= 3 and np.ptp(idle[ok]) > 0:
+        (_, rate), _ = nnls(np.column_stack([np.ones(int(ok.sum())), idle[ok]]), over[ok])
+    per_call = np.where(np.isfinite(idle), np.maximum(over - rate * np.nan_to_num(idle), 0.0), over)
+    return per_call, float(rate)
+
+
 def background_cores(iterations: pd.DataFrame) -> tuple[float | None, float | None, float | None]:
     """What other processes took from the workers: ``(wait_cores, finish_cores, per_iteration_cpu_s)``.
 
@@ -567,7 +623,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     for r in runs[1:]:
         require_same_n(runs[0], r)
     groups: dict[int, tuple[list, list]] = {}
-    pay, tr, master, lags, dispatch, overheads, bg_its, bg_bytes = [], [], [], [], [], [], [], []
+    pay, tr, master, lags, dispatch, overheads, bg_its, bg_bytes, idles = [], [], [], [], [], [], [], [], []
     n_measured = 0
     cores = run_cores(runs[0]) if contention else None
     use_measured = use_measured_cpu
@@ -586,6 +642,8 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                                 rows=all_rows.index.isin(wk.index))
                 if use_measured:
                     cpu_s, over_s = measured_cpu(wk, dec.partitions_s, dec.overhead_s)
+                    idle_all = worker_idle_s(all_rows, run.iterations_of(sch))
+                    idles.append(idle_all[all_rows.index.isin(wk.index)][np.isfinite(over_s)])
                     n_measured += int(np.isfinite(pd.to_numeric(wk["compute_cpu_s"], errors="coerce")).sum())
                 else:
                     cpu_s, over_s = dec.partitions_s, dec.overhead_s
@@ -653,6 +711,14 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     if n_cens:
         notes.append(f"{n_cens} of {n_rows} compute times right-censored (cancelled): Kaplan–Meier estimate")
     over = np.concatenate(overheads) if overheads else np.zeros(0)
+    idle_rate = 0.0
+    if idles and sum(v.size for v in idles) == over.size:
+        over_total = over
+        over, idle_rate = split_idle_cpu(over, np.concatenate(idles))
+        if idle_rate > 0:
+            notes.append(f"per-call CPU {over_total.mean() * 1e3:.2f} ms = {over.mean() * 1e3:.2f} ms of work per call "
+                         f"+ {idle_rate:.4f} cores per worker process while it waits between calls "
+                         f"({n} processes: {n * idle_rate:.3f} cores, modelled as steady background)")
     if cores is not None and n_measured:
         notes.append(f"CPU measured by the workers (cpu_s, compute_cpu_s) on {n_measured} worker rows: partition "
                      f"work from compute_cpu_s, per-call overhead = cpu_s - compute_cpu_s, mean "
@@ -663,6 +729,9 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     bg_wait = bg_fin = bg_it = bg_byte = None
     if cores is not None and use_measured and bg_its:
         bg_wait, bg_fin, bg_it = background_cores(pd.concat(bg_its, ignore_index=True))
+        if bg_wait is not None and idle_rate > 0:  # the workers' idle-time CPU, all the time (split_idle_cpu)
+            bg_wait += n * idle_rate
+            bg_fin = (bg_fin if bg_fin is not None else 0.0) + n * idle_rate
         payload = float(np.mean(np.concatenate(bg_bytes))) if bg_bytes else 0.0
         if bg_wait is not None and bg_it and payload > 0:
             # the per-iteration work is Ray moving the replies: per byte of payload, so that a scheme

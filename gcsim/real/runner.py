@@ -533,7 +533,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
                model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
                host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
-               host_cpu_load=cpu_load, ray=ray_info, worker_niceness=niceness, dead_workers=dead_workers(ps),
+               cpu_model=cpu_model_name(), host_cpu_load=cpu_load, ray=ray_info, worker_niceness=niceness, dead_workers=dead_workers(ps),
                other_cpu_scope=("host" if len(local_pids) == cfg.n_workers else
                                 f"master's host only ({len(local_pids)} of {cfg.n_workers} workers on it)"))
     return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
@@ -553,6 +553,13 @@ def _worker_niceness(info: list[dict]) -> int | None:
         except (OSError, ValueError, IndexError, KeyError):
             return None
     return None
+
+
+def cpu_model_name() -> str:
+    """The machine's CPU model (``/proc/cpuinfo``), recorded in meta.json beside the load."""
+    from gcsim.study.machine import cpu_model_name as _name
+
+    return _name()
 
 
 def _usable_cpus() -> int | None:

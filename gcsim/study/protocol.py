@@ -365,6 +365,21 @@ def _pct(x) -> str:
     return "-" if x is None or not math.isfinite(float(x)) else f"{float(x):+.1%}"
 
 
+def _runs_machine(run_dirs: dict) -> str:
+    """What the runs' meta.json files say about the machine they ran on (CPU model, CPUs)."""
+    seen = []
+    for d in run_dirs.values():
+        for path in d.values():
+            try:
+                meta = json.loads((Path(path) / "meta.json").read_text())
+            except (OSError, ValueError):
+                continue
+            item = f"{meta.get('cpu_model', 'CPU model not recorded')}, {meta.get('host_cpus', '?')} CPUs"
+            if item not in seen:
+                seen.append(item)
+    return "; ".join(seen) if seen else "not recorded"
+
+
 def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: str, machine: dict,
                        options: ProtocolOptions, run_dirs: dict) -> str:
     """The one-page protocol report (markdown)."""
@@ -373,8 +388,9 @@ def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: s
         "# Cross-scheme validation protocol: predicting schemes nobody ran",
         "",
         f"Command: `{command}`  ",
-        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpus', '?')} CPUs; noisy neighbour: "
-        f"{'yes (one busy core at normal priority)' if options.noisy_neighbour else 'no'}.",
+        f"Runs made on: {_runs_machine(run_dirs)}; noisy neighbour: "
+        f"{'yes (one busy core at normal priority)' if options.noisy_neighbour else 'no'}. "
+        f"Compared on: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs.",
         "",
         "Every comparison whose basis reads *out of sample* is a prediction: calibrated on another run (named "
         "in the comparison), with fresh straggler draws, scored on iterations the calibration never saw. "
