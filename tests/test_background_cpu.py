@@ -16,7 +16,7 @@ from gcsim.compare.calibrate import background_cores, calibrate
 from gcsim.compare.pipeline import CompareOptions, basis_of, compare_runs
 from gcsim.compare.rundir import read_run_dir
 from gcsim.errors import ConfigError
-from gcsim.real.hostcpu import HostCpuMeter, host_busy_cpu_s, process_cpu_s
+from gcsim.real.hostcpu import HostCpuMeter, autogroup_enabled, host_busy_cpu_s, process_cpu_s, session_cpu_s
 from gcsim.scenario import validate_scenario
 from gcsim.sim.cpu import ProcessorSharing
 from gcsim.sim.engine import NICE15_SHARE, simulate, worker_cores
@@ -110,6 +110,52 @@ def test_meter_reads_this_process_and_the_host():
     assert r1[1] - r0[1] >= 0.25
     assert HostCpuMeter.other_cpu_s(r0, r1) == pytest.approx((r1[0] - r0[0]) - (r1[1] - r0[1]), abs=1e-9) or \
         HostCpuMeter.other_cpu_s(r0, r1) == 0.0
+
+
+_SPIN = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc (Linux)")
+def test_session_cpu_counts_this_session_and_not_another():
+    import subprocess
+    import sys
+
+    own0, me0 = session_cpu_s(), process_cpu_s(os.getpid())
+    # live children (a finished process's CPU leaves /proc): one in this session, one in its own
+    p = subprocess.Popen([sys.executable, "-c", _SPIN + "\nimport time; time.sleep(5)"])
+    other = subprocess.Popen([sys.executable, "-c", _SPIN + "\nimport time; time.sleep(5)"], start_new_session=True)
+    try:
+        time.sleep(1.5)  # both have spun their 0.4 s and now sleep
+        own1 = session_cpu_s()
+        mine = process_cpu_s(os.getpid()) - me0
+        assert own1 - own0 >= 0.35 + mine - 0.05  # the same-session child's spin and this process
+        other_sid = os.getsid(other.pid)
+        assert other_sid != os.getsid(0)
+        assert 0.35 <= session_cpu_s(other_sid) <= 1.5  # the other session holds only its spinner
+        # the other session's 0.4 s spin is not in this session's sum (slack: other processes of
+        # this session, e.g. the test runner's own threads, and clock ticks)
+        assert own1 - own0 - mine - process_cpu_s(p.pid) < 0.3
+    finally:
+        for proc in (p, other):
+            proc.kill()
+            proc.wait()
+    assert autogroup_enabled() in (True, False, None)
+
+
+def test_cpu_load_splits_this_session_from_the_others():
+    from gcsim.real.runner import _cpu_load_between
+
+    tck = os.sysconf("SC_CLK_TCK")
+    cores = os.cpu_count()
+    # 10 s of wall: every CPU busy 50 % (user), this process 1 CPU-s, this session 3 CPU-s
+    before = ([0] * 8, 0.0, 100.0)
+    busy_ticks = int(0.5 * 10 * tck * cores)
+    after = ([busy_ticks, 0, 0, busy_ticks, 0, 0, 0, 0], 1.0, 103.0)
+    out = _cpu_load_between(before, after)
+    assert out["busy_cores"] == pytest.approx(0.5 * cores, abs=1e-3)
+    assert out["this_session_cores"] == pytest.approx(0.3, abs=1e-3)
+    assert out["other_sessions_cores"] == pytest.approx(0.5 * cores - 0.3, abs=1e-3)
+    assert "this_session_cores" not in _cpu_load_between(before[:2], after[:2])
 
 
 def test_other_cpu_arithmetic():

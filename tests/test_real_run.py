@@ -100,6 +100,12 @@ def test_run_writes_the_trace_format(env):
     for col in ("other_cpu_wait_s", "other_cpu_finish_s"):
         assert np.isfinite(it[col]).all() and (it[col] >= 0).all(), col
     assert it.other_cpu_wait_s.sum() > 0  # the master itself works while it waits
+    # the run's machine load, split by session (autogroup shares CPU between sessions first)
+    load = run.meta["host_cpu_load"]
+    assert load["this_session_cores"] > 0  # the workers and the master are in this session
+    assert load["this_session_cores"] + load["other_sessions_cores"] == pytest.approx(load["busy_cores"], abs=2e-3) \
+        or load["other_sessions_cores"] == 0.0
+    assert load["autogroup"] in (True, False, None) and run.meta["cpu_model"]
     # metrics, checkpoint, status, config
     mt = pd.read_csv(env / "run1" / "metrics.csv")
     assert mt.iteration.tolist() == [2, 5] and mt.test_accuracy.between(0, 1).all()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shlex
 import shutil
@@ -347,7 +348,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     from tqdm import tqdm
 
     from gcsim.real.model import build_model, evaluate, get_flat_weights, num_parameters, set_flat_grad
-    from gcsim.real.hostcpu import HostCpuMeter
+    from gcsim.real.hostcpu import HostCpuMeter, session_cpu_s
     from gcsim.real.sampling import shard_indices, slice_sizes
     from gcsim.schemes import make_scheme
     from gcsim.stragglers import StragglerProcess
@@ -460,7 +461,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         bar = tqdm(total=cfg.iterations, initial=start_it, desc=cfg.scheme, unit="it", disable=not progress,
                    dynamic_ncols=True)
         status = "finished"
-        cpu_before, cpu_load = (_host_cpu_times(), time.process_time()), None  # machine load while iterating
+        cpu_before, cpu_load = (_host_cpu_times(), time.process_time(), session_cpu_s()), None  # machine load while iterating
         eval_cpu_s = 0.0  # the master's test-set evaluations, left out of that load
         try:
             for it in range(start_it, cfg.iterations):
@@ -489,7 +490,8 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
                     write_traces(ps, with_summary=last)
                     run.write_status("running", iterations_done=done, dead_workers=dead_workers(ps), **status_common)
             ps.drain(timeout_s=5.0)
-            cpu_load = _cpu_load_between(cpu_before, (_host_cpu_times(), time.process_time()), eval_cpu_s)
+            cpu_load = _cpu_load_between(cpu_before, (_host_cpu_times(), time.process_time(), session_cpu_s()),
+                                         eval_cpu_s)
         except RunFailedError as e:
             ps.abandon_iteration()
             ps.drain(timeout_s=1.0)
@@ -589,8 +591,12 @@ def _cpu_load_between(before: tuple, after: tuple, excluded_cpu_s: float = 0.0) 
     busy - niced - master: Ray's daemons and any other load on the machine, which takes precedence
     over the niced workers and so leaves them fewer cores; plus the 1-minute load average at the end.
     ``excluded_cpu_s`` of this process (test-set evaluations) are left out of busy and master.
+    With a third element in each reading (:func:`gcsim.real.hostcpu.session_cpu_s`): also
+    ``this_session_cores`` (master, Ray, workers and whatever else this terminal started) and
+    ``other_sessions_cores`` (busy - this session), and ``autogroup`` (the kernel shares CPU between
+    sessions before niceness, so other sessions' load is not served after the workers but beside them).
     None where ``/proc/stat`` is unavailable."""
-    (a, p0), (b, p1) = before, after
+    (a, p0, *s0), (b, p1, *s1) = before, after
     if a is None or b is None or len(a) < 5 or len(a) != len(b):
         return None
     d = [y - x for x, y in zip(a, b)]
@@ -604,5 +610,15 @@ def _cpu_load_between(before: tuple, after: tuple, excluded_cpu_s: float = 0.0) 
     excluded = max(excluded_cpu_s, 0.0) / wall_s
     busy, niced = cores * (total - d[3] - d[4]) / total - excluded, cores * d[1] / total
     master = (p1 - p0) / wall_s - excluded
-    return {"busy_cores": round(busy, 3), "niced_cores": round(niced, 3), "master_cores": round(max(master, 0.0), 3),
-            "other_cores": round(max(busy - niced - master, 0.0), 3), "loadavg_1m_end": round(os.getloadavg()[0], 2)}
+    out = {"busy_cores": round(busy, 3), "niced_cores": round(niced, 3), "master_cores": round(max(master, 0.0), 3),
+           "other_cores": round(max(busy - niced - master, 0.0), 3), "loadavg_1m_end": round(os.getloadavg()[0], 2)}
+    if s0 and s1 and math.isfinite(s0[0]) and math.isfinite(s1[0]):
+        # this session (master, Ray, workers) vs every other session: with autogroup scheduling the
+        # other sessions are not served after the niced workers but fairly against this whole session
+        own = (s1[0] - s0[0] - max(excluded_cpu_s, 0.0)) / wall_s
+        out["this_session_cores"] = round(max(own, 0.0), 3)
+        out["other_sessions_cores"] = round(max(busy - own, 0.0), 3)
+    from gcsim.real.hostcpu import autogroup_enabled
+
+    out["autogroup"] = autogroup_enabled()
+    return out
