@@ -35,3 +35,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in RAY_MODULES and item.get_closest_marker("ray") is None:
             item.add_marker(pytest.mark.ray)
+
+
+@pytest.fixture(scope="module")
+def module_ray():
+    """One embedded Ray for the whole test module (the brief: one Ray start per module, not per test):
+    ``ray.init(num_cpus=2)`` without the dashboard or driver logs, shut down after the module's last
+    test. Yields the ``ray`` module; skips the module when the ``real`` extra is not installed."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+

@@ -50,15 +50,13 @@ class FixedDelays:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+def cluster(module_ray):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(N * 12, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, 10, size=N * 12).astype(np.int64)
     pool = WorkerPool(N, num_cpus=2 / N)
     yield pool, images, labels
     pool.shutdown()
-    ray.shutdown()
 
 
 def _setup(pool, images, labels, scheme, *, dtype="float64"):

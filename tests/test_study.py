@@ -33,7 +33,7 @@ SCHEMES = ["uncoded", "gc-fr"]
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, module_ray):
     root = tmp_path_factory.mktemp("study")
     make_image_folder(root / "src", train_per_class=8, test_per_class=3)
     prepare_from_image_folder(root / "src", root / "data")
@@ -45,9 +45,7 @@ def env(tmp_path_factory):
         "policy": "cancel",
     }
     (root / "tiny.yaml").write_text(yaml.safe_dump(scenario))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield root
-    ray.shutdown()
 
 
 def _options(env, **over):
