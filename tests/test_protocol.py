@@ -40,6 +40,16 @@ def test_noisy_neighbour_is_ended_by_pid():
     assert nn.proc.poll() is not None
     with NoisyNeighbour(False) as nn:
         assert nn.proc is None
+    import os
+
+    with NoisyNeighbour(True, "same") as nn:
+        assert os.getsid(nn.proc.pid) == os.getsid(0)
+    with NoisyNeighbour(True, "other") as nn:  # like another terminal's job: a session of its own
+        pid = nn.proc.pid
+        assert os.getsid(pid) == pid != os.getsid(0)
+    assert nn.proc.poll() is not None
+    with pytest.raises(ConfigError, match=r"^--neighbour-session: expected one of same, other, got 'elsewhere'"):
+        NoisyNeighbour(True, "elsewhere")
 
 
 def _run(tmp_path, label, scheme, background, seed):

@@ -57,9 +57,13 @@ def _scheme_list(value: str | None) -> list[str] | None:
                    "from gc-fr. --out default docs/validation/protocol, --runs-root default runs/protocol.")
 @click.option("--noisy-neighbour", is_flag=True, default=False,
               help="With --protocol: keep one core busy at normal priority during the runs (ended by PID).")
+@click.option("--neighbour-session", type=click.Choice(["same", "other"]), default="same", show_default=True,
+              help="With --noisy-neighbour: start the busy loop in this session (served before the niced "
+                   "workers) or in a session of its own, like another terminal's job (with the kernel's "
+                   "autogroup scheduling it then shares the CPU fairly with the whole run).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars on stderr [if a terminal].")
 def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address, batch_size, eval_every,
-            max_train_samples, replications, mode, warmup, protocol, noisy_neighbour, progress):
+            max_train_samples, replications, mode, warmup, protocol, noisy_neighbour, neighbour_session, progress):
     """Measure every scheme on CIFAR-10, predict it with the simulator, compare, and write the headline.
 
     \b
@@ -82,9 +86,13 @@ def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address
     from gcsim.study import StudyOptions, run_study
 
     ctx = click.get_current_context()
+    if neighbour_session != "same" and not noisy_neighbour:
+        from gcsim.errors import ConfigError
+
+        raise ConfigError("--neighbour-session", "only with --noisy-neighbour", neighbour_session)
     if protocol is not None:
         return _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, eval_every,
-                         max_train_samples, replications, warmup, noisy_neighbour, progress)
+                         max_train_samples, replications, warmup, noisy_neighbour, neighbour_session, progress)
     if noisy_neighbour:
         from gcsim.errors import ConfigError
 
@@ -113,14 +121,14 @@ def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address
 
 
 def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, eval_every, max_train_samples,
-              replications, warmup, noisy_neighbour, progress) -> int:
+              replications, warmup, noisy_neighbour, neighbour_session, progress) -> int:
     """``gcsim study --protocol cross-scheme`` (:mod:`gcsim.study.protocol`)."""
     from gcsim.study.protocol import ProtocolOptions, run_protocol
 
     defaults = {p.name: p.default for p in ctx.command.params}
     options = ProtocolOptions(
         scenarios=[scenario] if scenario is not None else None, schemes=_scheme_list(schemes), iterations=iterations,
-        noisy_neighbour=noisy_neighbour,
+        noisy_neighbour=noisy_neighbour, neighbour_session=neighbour_session,
         out_dir=Path("docs/validation/protocol") if out_dir == defaults["out_dir"] else Path(out_dir),
         runs_root=Path("runs/protocol") if runs_root == defaults["runs_root"] else Path(runs_root),
         data_dir=data_dir, max_train_samples=max_train_samples, eval_every=eval_every, replications=replications,

@@ -68,6 +68,10 @@ class ProtocolOptions:
         coded_scheme: the coded scheme used as a second calibration source (``gc-fr``).
         iterations: per run (None: the scenario's).
         noisy_neighbour: run with a busy-loop process at normal priority.
+        neighbour_session: ``same`` (the busy loop joins this session: with autogroup scheduling it is
+            served before the niced workers) or ``other`` (its own session, like another terminal's or
+            user's job: with autogroup it shares the CPU fairly with this whole session; see
+            :func:`gcsim.real.hostcpu.session_cpu_s`).
         out_dir, runs_root: outputs and run directories (``<runs_root>/<model>/<run>``).
         data_dir, max_train_samples, eval_every: passed to every real run.
         replications, warmup, seed: comparison settings.
@@ -80,6 +84,7 @@ class ProtocolOptions:
     coded_scheme: str = "gc-fr"
     iterations: int | None = None
     noisy_neighbour: bool = False
+    neighbour_session: str = "same"
     out_dir: str | Path = Path("docs/validation/protocol")
     runs_root: str | Path = Path("runs/protocol")
     data_dir: str | Path | None = None
@@ -140,17 +145,24 @@ def plan_sequence(scenario_schemes: Sequence[tuple[str, bool]], options: Protoco
     return [(f"{calib}-a", calib)] + [(s, s) for s in others] + [(f"{calib}-b", calib)]
 
 
+#: where the noisy neighbour runs: this session or a session of its own (ProtocolOptions.neighbour_session)
+NEIGHBOUR_SESSIONS = ("same", "other")
+
+
 class NoisyNeighbour:
     """A busy-loop process at normal priority (one core), ended by its PID on exit. A context manager."""
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
+    def __init__(self, enabled: bool, session: str = "same"):
+        if session not in NEIGHBOUR_SESSIONS:
+            raise ConfigError("--neighbour-session", f"one of {', '.join(NEIGHBOUR_SESSIONS)}", session)
+        self.enabled, self.session = enabled, session
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self):
         if self.enabled:
             self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         start_new_session=self.session == "other")
         return self
 
     def __exit__(self, *exc):
@@ -173,9 +185,10 @@ def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Cal
         for label, cfg, sc in seq:
             run_dir = Path(options.runs_root) / path.stem / label
             runs.append(SchemeRun(cfg, sc, plan_run(run_dir, cfg, sc)))
-    with NoisyNeighbour(options.noisy_neighbour) as nn:
+    with NoisyNeighbour(options.noisy_neighbour, options.neighbour_session) as nn:
         if nn.proc is not None:
-            log(f"noisy neighbour: pid {nn.proc.pid} keeps one core busy at normal priority")
+            log(f"noisy neighbour: pid {nn.proc.pid} keeps one core busy at normal priority "
+                f"({'in this session' if nn.session == 'same' else 'in a session of its own'})")
         return _execute_runs(runs, progress=options.progress, log=log)
 
 
@@ -365,6 +378,14 @@ def _pct(x) -> str:
     return "-" if x is None or not math.isfinite(float(x)) else f"{float(x):+.1%}"
 
 
+def _neighbour_text(options: ProtocolOptions) -> str:
+    """How the protocol report names its noisy neighbour."""
+    if not options.noisy_neighbour:
+        return "no"
+    where = "in the runs' session" if options.neighbour_session == "same" else "in a session of its own"
+    return f"yes (one busy core at normal priority, {where})"
+
+
 def _runs_machine(run_dirs: dict) -> str:
     """What the runs' meta.json files say about the machine they ran on (CPU model, CPUs)."""
     seen = []
@@ -389,7 +410,7 @@ def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: s
         "",
         f"Command: `{command}`  ",
         f"Runs made on: {_runs_machine(run_dirs)}; noisy neighbour: "
-        f"{'yes (one busy core at normal priority)' if options.noisy_neighbour else 'no'}. "
+        f"{_neighbour_text(options)}. "
         f"Compared on: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs.",
         "",
         "Every comparison whose basis reads *out of sample* is a prediction: calibrated on another run (named "
