@@ -488,8 +488,16 @@ class Scheme:
         ``out_u = sum_r weights[r, u] * payloads[used[r]]`` for each chunk u, then the m chunks are
         joined and cut to ``length`` (:func:`join_chunks`). Raises KeyError if a used payload is missing.
         """
-        P = np.stack([np.asarray(payloads[i]) for i in decoding.used])  # (r, L)
-        out = decoding.weights.T @ P  # (m, L)
+        W = np.asarray(decoding.weights)  # (r, m)
+        first = np.asarray(payloads[decoding.used[0]]) if len(decoding.used) else np.zeros(0)
+        out = np.zeros((W.shape[1], first.shape[0]), dtype=np.result_type(W.dtype, first.dtype))  # (m, L)
+        # one multiply-add per nonzero weight: a (m, r) @ (r, L) matmul with r, m of a few units spends
+        # its time casting and in BLAS set-up (11 ms against 2.7 ms for n = 6, L = 188,810 here), and
+        # FR / CCE-FR decodings are mostly zeros
+        for row, msg_id in enumerate(decoding.used):
+            p = np.asarray(payloads[msg_id])  # (L,)
+            for u in np.flatnonzero(W[row]):
+                out[u] += W[row, u] * p
         return join_chunks(out, length)
 
     def residual(self, decoding: Decoding, iteration: int = 0) -> float:
