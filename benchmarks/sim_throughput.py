@@ -7,11 +7,17 @@ Beside it, in the same process, time the same count of bare SimPy ``Timeout`` ev
 the model cannot beat. The ratio model/floor says how much the model costs over raw SimPy.
 
     .venv/bin/python benchmarks/sim_throughput.py [--sizes 8,64,256] [--iterations 200] [--schemes uncoded,gc-cr]
+    .venv/bin/python benchmarks/sim_throughput.py --sizes 256 --iterations 10000 --schemes ignore-stragglers,gc-cr --repeat 2
+    .venv/bin/python benchmarks/sim_throughput.py --quick      # smoke: n = 8, 64, 50 iterations, two schemes
+
+Issue 13's target for the SimPy engine: n = 256 × 10,000 iterations in under 60 s (``wall s`` column);
+every line carries the load average at its start.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import simpy
@@ -45,9 +51,13 @@ def main() -> None:
     ap.add_argument("--sizes", default="8,64,256")
     ap.add_argument("--iterations", type=int, default=200)
     ap.add_argument("--schemes", default="uncoded,ignore-stragglers,gc-fr,gc-cr,cce-fr,pgc-cr")
+    ap.add_argument("--repeat", type=int, default=1, help="timings per (scheme, n) (noise floor)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: n = 8, 64, 50 iterations, uncoded and gc-cr")
     args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.iterations, args.schemes, args.repeat = "8,64", 50, "uncoded,gc-cr", 1
     base = load_scenario(args.scenario).resolved()
-    print(f"{'scheme':<18}{'n':>5}{'model wi/s':>14}{'bare wi/s':>14}{'model/bare':>12}")
+    print(f"{'scheme':<18}{'n':>5}{'iters':>7}{'wall s':>9}{'model wi/s':>13}{'bare wi/s':>13}{'model/bare':>12}  load")
     for n in (int(x) for x in args.sizes.split(",")):
         for name in args.schemes.split(","):
             p = representative_params(name, n)
@@ -61,11 +71,15 @@ def main() -> None:
             except Exception as e:  # a scheme refused at this n (e.g. cce-cr conditioning)
                 print(f"{name:<18}{n:>5}   refused: {e}")
                 continue
-            t0 = time.perf_counter()
-            simulate(sc)
-            model_rate = n * args.iterations / (time.perf_counter() - t0)
-            bare_rate = bare_simpy_rate(n, args.iterations, n - p.get("s", 0))
-            print(f"{name:<18}{n:>5}{model_rate:>14,.0f}{bare_rate:>14,.0f}{model_rate / bare_rate:>12.3f}")
+            for _ in range(args.repeat):
+                load = "%.2f %.2f %.2f" % os.getloadavg()
+                t0 = time.perf_counter()
+                simulate(sc)
+                wall = time.perf_counter() - t0
+                model_rate = n * args.iterations / wall
+                bare_rate = bare_simpy_rate(n, args.iterations, n - p.get("s", 0))
+                print(f"{name:<18}{n:>5}{args.iterations:>7}{wall:>9.1f}{model_rate:>13,.0f}{bare_rate:>13,.0f}"
+                      f"{model_rate / bare_rate:>12.3f}  {load}", flush=True)
 
 
 if __name__ == "__main__":

@@ -52,57 +52,143 @@ def _mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return r ^ (r >> _U32(16))
 
 
-def _seed_states(words: np.ndarray) -> np.ndarray:
-    """``SeedSequence(entropy).generate_state(4, uint64)`` for every row of ``words`` ``(N, E)`` uint32
-    (the entropy words, no spawn key). Returns uint64 ``(N, 4)``."""
-    N, E = words.shape
+def _seed_states(words) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``SeedSequence(entropy).generate_state(4, uint64)`` for every key, the entropy words given as a
+    list of E uint32 arrays that broadcast against each other (no spawn key). Returns four uint64
+    arrays of the broadcast shape (the state words 0..3).
+
+    The hash is computed on the arrays as given: a word shared by many keys (the seed; a worker index
+    along one axis, an iteration along the other) is hashed once, and pool words stay small until
+    they mix with a word of another axis (numpy broadcasting does the bookkeeping)."""
+    E = len(words)
+    shape = np.broadcast_shapes(*(np.shape(w) for w in words))
     hc = [_INIT_A]
-    zero = np.zeros(N, dtype=_U32)
-    pool = [_hashmix(words[:, i] if i < E else zero, hc) for i in range(_POOL)]
+    zero = np.zeros((1,) * len(shape), dtype=_U32)
+    pool = [_hashmix(words[i] if i < E else zero, hc) for i in range(_POOL)]
     for i_src in range(_POOL):
         for i_dst in range(_POOL):
             if i_src != i_dst:
                 pool[i_dst] = _mix(pool[i_dst], _hashmix(pool[i_src], hc))
     for i_src in range(_POOL, E):
         for i_dst in range(_POOL):
-            pool[i_dst] = _mix(pool[i_dst], _hashmix(words[:, i_src], hc))
-    out = np.empty((N, 8), dtype=_U32)
+            pool[i_dst] = _mix(pool[i_dst], _hashmix(words[i_src], hc))
+    # generate_state(4, uint64): 8 uint32 words, read as little-endian pairs (numpy views the uint32
+    # state as uint64): word 2k is the low half of state word k. Written straight into that layout.
+    words_out = np.empty(shape + (4, 2), dtype=_U32)
     h = _INIT_B
     with np.errstate(over="ignore"):
         for i in range(8):
             v = pool[i % _POOL] ^ _U32(h)
             h = (h * _MULT_B) & 0xFFFFFFFF
-            v = v * _U32(h)
-            out[:, i] = v ^ (v >> _U32(16))
-    return out.view("<u8").astype(_U64)  # little-endian pairs of words, as numpy does
+            v *= _U32(h)
+            np.bitwise_xor(v, v >> _U32(16), out=words_out[..., i // 2, i % 2])
+    state = words_out.view("<u8")[..., 0]  # shape + (4,)
+    return tuple(state[..., k] for k in range(4))
 
 
-def _mul64(a: np.ndarray, b: np.uint64) -> tuple[np.ndarray, np.ndarray]:
-    """Full 64×64 -> 128-bit product of uint64 arrays: (high, low)."""
-    a0, a1 = a & _MASK32, a >> _S32
-    b0, b1 = b & _MASK32, b >> _S32
-    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
-    mid = (p00 >> _S32) + (p01 & _MASK32) + (p10 & _MASK32)
-    lo = (mid << _S32) | (p00 & _MASK32)
-    hi = p11 + (p01 >> _S32) + (p10 >> _S32) + (mid >> _S32)
-    return hi, lo
+_M128 = (int(_M_HI) << 64) | int(_M_LO)
 
 
-def _step(hi: np.ndarray, lo: np.ndarray, inc_hi: np.ndarray, inc_lo: np.ndarray):
-    """One PCG64 LCG step ``state = state·M + inc (mod 2**128)``."""
-    with np.errstate(over="ignore"):
-        ph, pl = _mul64(lo, _M_LO)
-        ph = ph + lo * _M_HI + hi * _M_LO
-        nl = pl + inc_lo
-        carry = (nl < pl).astype(_U64)
-        return ph + inc_hi + carry, nl
+def _jump(k: int) -> tuple[int, int]:
+    """``(M**k, 1 + M + ... + M**(k-1)) mod 2**128``: ``k`` LCG steps from ``x`` give ``x·A + inc·C``."""
+    A, C = 1, 0
+    for _ in range(k):
+        A, C = (A * _M128) & (2**128 - 1), (C * _M128 + 1) & (2**128 - 1)
+    return A, C
 
 
-def _output(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """XSL-RR output: ``rotr64(hi ^ lo, hi >> 58)``."""
-    x = hi ^ lo
-    rot = hi >> _U64(58)
-    return (x >> rot) | (x << ((_U64(64) - rot) & _U64(63)))
+class _Pcg:
+    """PCG64 streams stepped in place on preallocated uint64 buffers (one pass of numpy ufuncs per
+    operation, no temporaries): ``state = state·M + inc (mod 2**128)`` and the XSL-RR output."""
+
+    def __init__(self, s_hi, s_lo, q_hi, q_lo, steps: int = 1):
+        """Seeded as numpy's ``pcg64_set_seed``, then ``steps - 1`` further steps (``steps >= 1``, one
+        jump ``x·M**k + inc·(1 + ... + M**(k-1))`` instead of k steps)."""
+        # pcg64_set_seed: initstate = (st0 << 64) | st1, initseq = (st2 << 64) | st3; inc = initseq·2 + 1
+        self.inc_hi = (q_hi << _U64(1)) | (q_lo >> _U64(63))
+        self.inc_lo = (q_lo << _U64(1)) | _U64(1)
+        N = self.inc_lo.shape
+        self.a, self.b, self.c, self.d = (np.empty(N, dtype=_U64) for _ in range(4))
+        # pcg_setseq_128_srandom_r: state = 0; step (state = inc); state += initstate; step; then the
+        # further steps: x = inc + initstate, state = x·M**k + inc·C_k
+        x_lo = self.inc_lo + s_lo
+        x_hi = self.inc_hi + s_hi + (x_lo < self.inc_lo)
+        A, C = _jump(steps)
+        self.lo, self.hi = np.empty(N, dtype=_U64), np.empty(N, dtype=_U64)
+        self._mul_const(x_hi, x_lo, A, self.hi, self.lo)
+        e_hi, e_lo = np.empty(N, dtype=_U64), np.empty(N, dtype=_U64)
+        self._mul_const(self.inc_hi, self.inc_lo, C, e_hi, e_lo)
+        np.add(self.lo, e_lo, out=self.lo)
+        np.less(self.lo, e_lo, out=self.a, casting="unsafe")  # carry of the low add
+        np.add(self.hi, e_hi, out=self.hi)
+        np.add(self.hi, self.a, out=self.hi)
+
+    def _mulhi(self, x, b0: np.uint64, b1: np.uint64, out) -> None:
+        """``out = high word of x·(b1·2**32 + b0)`` by 32-bit limbs: ``t = a1·b0 + (a0·b0 >> 32)``,
+        ``w = (t & mask) + a0·b1``, ``mulhi = a1·b1 + (t >> 32) + (w >> 32)`` (no partial sum overflows).
+        Uses buffers a, c, d; ``out`` may be b."""
+        a, c, d = self.a, self.c, self.d
+        np.bitwise_and(x, _MASK32, out=a)           # a0
+        np.right_shift(x, _S32, out=out)            # a1
+        np.multiply(a, b0, out=c)
+        np.right_shift(c, _S32, out=c)
+        np.multiply(out, b0, out=d)
+        np.add(c, d, out=c)                         # t
+        np.multiply(a, b1, out=a)                   # a0·b1
+        np.bitwise_and(c, _MASK32, out=d)
+        np.add(d, a, out=d)                         # w
+        np.multiply(out, b1, out=out)               # a1·b1
+        np.right_shift(c, _S32, out=c)
+        np.add(out, c, out=out)
+        np.right_shift(d, _S32, out=d)
+        np.add(out, d, out=out)
+
+    def _mul_const(self, hi, lo, K: int, out_hi, out_lo) -> None:
+        """``(out_hi, out_lo) = (hi, lo)·K mod 2**128`` (``out_*`` distinct from the inputs)."""
+        k_hi, k_lo = _U64(K >> 64), _U64(K & (2**64 - 1))
+        self._mulhi(lo, k_lo & _MASK32, k_lo >> _S32, out_hi)
+        np.multiply(lo, k_hi, out=self.a)
+        np.add(out_hi, self.a, out=out_hi)
+        np.multiply(hi, k_lo, out=self.a)
+        np.add(out_hi, self.a, out=out_hi)
+        np.multiply(lo, k_lo, out=out_lo)
+
+    _B0, _B1 = _M_LO & _MASK32, _M_LO >> _S32  # 32-bit halves of the low multiplier word
+
+    def step(self) -> None:
+        """One LCG step: ``hi' = mulhi(lo, M_LO) + lo·M_HI + hi·M_LO + inc_hi + carry``,
+        ``lo' = lo·M_LO + inc_lo``."""
+        lo, hi, a, b = self.lo, self.hi, self.a, self.b
+        self._mulhi(lo, self._B0, self._B1, b)
+        np.multiply(hi, _M_LO, out=hi)
+        np.add(hi, b, out=hi)
+        np.multiply(lo, _M_HI, out=a)
+        np.add(hi, a, out=hi)
+        np.add(hi, self.inc_hi, out=hi)
+        np.multiply(lo, _M_LO, out=lo)
+        np.add(lo, self.inc_lo, out=lo)
+        np.less(lo, self.inc_lo, out=a, casting="unsafe")  # carry of the low add
+        np.add(hi, a, out=hi)
+
+    def uniform(self, out: np.ndarray) -> None:
+        """``random()``: ``(rotr64(hi ^ lo, hi >> 58) >> 11) · 2**-53`` into the float64 array ``out``."""
+        lo, hi, a, b, c = self.lo, self.hi, self.a, self.b, self.c
+        np.bitwise_xor(hi, lo, out=a)               # x
+        np.right_shift(hi, _U64(58), out=b)         # rot
+        np.right_shift(a, b, out=c)
+        np.subtract(_U64(64), b, out=b)
+        np.bitwise_and(b, _U64(63), out=b)
+        np.left_shift(a, b, out=a)
+        np.bitwise_or(a, c, out=a)
+        np.right_shift(a, _U64(11), out=a)
+        np.multiply(a, _TO_DOUBLE, out=out, casting="unsafe")
+
+
+def _check_part(p) -> np.ndarray:
+    a = np.asarray(p)
+    if a.size and (a.min() < 0 or a.max() >= 2**32):
+        raise ValueError("keys: expected elements in [0, 2**32)")
+    return a.astype(_U32)
 
 
 def keyed_uniforms(keys: np.ndarray, width: int) -> np.ndarray:
@@ -119,39 +205,53 @@ def keyed_uniforms(keys: np.ndarray, width: int) -> np.ndarray:
     keys = np.asarray(keys)
     if keys.ndim != 2 or keys.shape[1] < 1:
         raise ValueError(f"keys: expected an (N, E >= 1) integer array, got shape {keys.shape}")
-    if keys.size and (keys.min() < 0 or keys.max() >= 2**32):
-        raise ValueError("keys: expected elements in [0, 2**32)")
-    N = keys.shape[0]
-    out = np.empty((N, width), dtype=np.float64)
-    for a in range(0, N, _CHUNK):  # chunks small enough for the temporaries to stay in cache
-        out[a:a + _CHUNK] = _uniforms_chunk(keys[a:a + _CHUNK].astype(_U32), width)
-    return out
+    words = _check_part(keys)
+    return grid_uniforms([words[:, e] for e in range(words.shape[1])], width)
 
 
-#: keys per vectorised pass (~20 temporaries of 8 bytes per key stay in a 1-2 MB cache)
-_CHUNK = 32768
+def grid_uniforms(parts, width: int, start: int = 0) -> np.ndarray:
+    """The uniforms of ``np.random.default_rng([p[idx] for p in parts]).random(width)[start:]`` for every
+    index ``idx`` of the broadcast shape of ``parts`` (key elements that broadcast against each other, e.g.
+    ``[seed, workers[None, :], iterations[:, None]]``), bit for bit; float64 ``shape + (width - start,)``
+    (the first ``start`` numbers of each stream are stepped over, not converted).
+
+    The same numbers as :func:`keyed_uniforms` of :func:`stream_keys` ``(*parts)``, faster: the key
+    elements are hashed before they are broadcast (a seed or a worker index shared by many keys is hashed
+    once). Every element must be in ``[0, 2**32)`` (ValueError otherwise)."""
+    parts = [_check_part(p) for p in parts]
+    if not parts:
+        raise ValueError("keys: expected at least one key element")
+    if not 0 <= start <= width:
+        raise ValueError(f"start: expected 0 <= start <= width={width}, got {start}")
+    cols = width - start
+    given = np.broadcast_shapes(*(p.shape for p in parts))
+    shape = given if given else (1,)
+    parts = [p.reshape((1,) * (len(shape) - p.ndim) + p.shape) for p in parts]
+    out = np.empty(shape + (cols,), dtype=np.float64)
+    if out.size == 0:
+        return out.reshape(given + (cols,))
+    inner = int(np.prod(shape[1:], dtype=np.int64))
+    rows = max(1, _CHUNK // max(1, inner))
+    flat_out = out.reshape(shape[0], inner, cols)
+    for a in range(0, shape[0], rows):  # chunks small enough for the temporaries to stay in cache
+        b = min(shape[0], a + rows)
+        sub = [p[a:b] if p.shape[0] > 1 else p for p in parts]
+        full = (b - a,) + shape[1:]
+        st = [s.reshape(-1) for s in _seed_states(sub)]
+        if cols == 0:
+            continue
+        # random() #j outputs the state after j + 2 steps from x = inc + initstate: jump to #start
+        pcg = _Pcg(*st, steps=start + 2)
+        dst = flat_out[a:b].reshape(-1, cols)
+        for j in range(start, width):
+            if j > start:
+                pcg.step()
+            pcg.uniform(dst[:, j - start])
+    return out.reshape(given + (cols,))
 
 
-def _uniforms_chunk(words: np.ndarray, width: int) -> np.ndarray:
-    N = words.shape[0]
-    out = np.empty((width, N), dtype=np.float64)
-    if N == 0 or width == 0:
-        return out.T
-    st = _seed_states(words)
-    # pcg64_set_seed: initstate = (st[0] << 64) | st[1], initseq = (st[2] << 64) | st[3]
-    s_hi, s_lo, q_hi, q_lo = st[:, 0], st[:, 1], st[:, 2], st[:, 3]
-    inc_hi = (q_hi << _U64(1)) | (q_lo >> _U64(63))
-    inc_lo = (q_lo << _U64(1)) | _U64(1)
-    hi, lo = inc_hi, inc_lo  # the first step from state 0 gives inc
-    with np.errstate(over="ignore"):
-        nl = lo + s_lo
-        hi = hi + s_hi + (nl < lo).astype(_U64)
-    lo = nl
-    hi, lo = _step(hi, lo, inc_hi, inc_lo)
-    for j in range(width):
-        hi, lo = _step(hi, lo, inc_hi, inc_lo)
-        out[j] = (_output(hi, lo) >> _U64(11)).astype(np.float64) * _TO_DOUBLE
-    return out.T
+#: keys per vectorised pass (a few uint64 buffers of this length stay in a 1-2 MB cache)
+_CHUNK = 16384
 
 
 def stream_keys(*parts) -> np.ndarray:

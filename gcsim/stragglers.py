@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gcsim.keyed_rng import keyed_uniforms, stream_keys
+from gcsim.keyed_rng import grid_uniforms, keyed_uniforms, stream_keys
 from gcsim.latency import Distribution, build_distribution
 from gcsim.scenario import Stragglers
 
@@ -57,7 +57,9 @@ class DrawBlock:
         iterations: int ``(I,)``.
         delay_s, slowdown: float64 ``(I, n)``; slow: bool ``(I, n)`` (see :class:`StragglerDraw`).
         compute_s: float64 ``(I, n, P)``: base compute seconds of the q-th partition a worker computes
-            (before ``slowdown``); ``P = 0`` when no compute distribution was given.
+            (before ``slowdown``); ``P = 0`` when no compute distribution was given. For a distribution
+            that consumes no uniforms (``constant``) a read-only broadcast view of its one value (strides 0:
+            memory does not grow with iterations × workers × partitions).
         call_overhead_s: float64 ``(I, n)``: per worker-iteration overhead seconds (the scenario's
             ``workload.call_overhead``; zeros without one).
     """
@@ -116,12 +118,12 @@ class StragglerProcess:
         self._slow_states: list[np.ndarray] = []  # Markov state per iteration, in order
 
     # ----------------------------------------------------------------- uniforms
-    def _uniforms(self, iterations: np.ndarray, n_partitions: int) -> np.ndarray:
-        """``(I, n, head + P·nu_compute)`` uniforms, one keyed stream per (worker, iteration)."""
+    def _uniforms(self, iterations: np.ndarray, n_partitions: int, start: int = 0) -> np.ndarray:
+        """``(I, n, head + P·nu_compute - start)`` uniforms, one keyed stream per (worker, iteration),
+        from the ``start``-th number of each stream on."""
         width = self._head + n_partitions * self._nu_compute
         its = np.asarray(iterations, dtype=np.int64)
-        keys = stream_keys(self.seed, np.arange(self.n)[None, :], its[:, None])
-        return keyed_uniforms(keys, width).reshape(len(its), self.n, width)
+        return grid_uniforms([self.seed, np.arange(self.n)[None, :], its[:, None]], width, start)
 
     def _markov(self, upto: int, first_uniforms: np.ndarray | None = None) -> None:
         """Advance the cached Markov states through iteration ``upto`` (inclusive). ``first_uniforms``:
@@ -155,11 +157,12 @@ class StragglerProcess:
         its = np.asarray(list(iterations), dtype=np.int64)
         if n_partitions > 0 and self.compute is None:
             raise ValueError("n_partitions > 0 needs a compute distribution")
-        u = self._uniforms(its, n_partitions)
+        o = 0 if self.persistent is not None else 1  # the Markov uniform (first) is read only with persistent
+        u = self._uniforms(its, n_partitions, start=o)  # column j - o holds the stream's j-th number
         I = len(its)
-        delay = (self.delay.from_uniform(u[:, :, 1:1 + self._nu_delay]) if self.delay is not None
+        delay = (self.delay.from_uniform(u[:, :, 1 - o:1 - o + self._nu_delay]) if self.delay is not None
                  else np.zeros((I, self.n)))
-        slow_factor = (self.slowdown_dist.from_uniform(u[:, :, 1 + self._nu_delay:self._head])
+        slow_factor = (self.slowdown_dist.from_uniform(u[:, :, 1 - o + self._nu_delay:self._head - o])
                        if self.slowdown_dist is not None else np.ones((I, self.n)))
         if self.replay is not None:
             delay, slow_factor = self.replay.apply(its, delay, slow_factor)
@@ -172,15 +175,18 @@ class StragglerProcess:
         else:
             slow = np.zeros((I, self.n), dtype=bool)
         slowdown = slow_factor * self.worker_scale[None, :]
-        if n_partitions > 0:
-            cu = u[:, :, self._head:].reshape(I, self.n, n_partitions, self._nu_compute)
+        if n_partitions > 0 and self._nu_compute == 0:
+            # a draw that consumes no uniforms (constant): one value, broadcast (read-only, no memory)
+            compute = np.broadcast_to(np.asarray(self.compute.from_uniform(np.empty((1, 1, 1, 0))),
+                                                 dtype=np.float64), (I, self.n, n_partitions))
+        elif n_partitions > 0:
+            cu = u[:, :, self._head - o:].reshape(I, self.n, n_partitions, self._nu_compute)
             compute = self.compute.from_uniform(cu)
         else:
             compute = np.zeros((I, self.n, 0))
         if self.call_overhead is not None:
             nu = self.call_overhead.n_uniforms
-            keys = stream_keys(self.seed, np.arange(self.n)[None, :], its[:, None], 1)
-            ou = keyed_uniforms(keys, nu).reshape(I, self.n, nu)
+            ou = grid_uniforms([self.seed, np.arange(self.n)[None, :], its[:, None], 1], nu)
             overhead = self.call_overhead.from_uniform(ou)
         else:
             overhead = np.zeros((I, self.n))

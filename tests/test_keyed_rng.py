@@ -66,3 +66,44 @@ def test_master_uniforms():
     for t in range(5):
         assert np.array_equal(u[t], master_rng(3, t).random(2))
     assert MASTER_STREAM == 2**32 - 1
+
+
+def test_grid_uniforms_equal_to_keyed_streams():
+    """grid_uniforms hashes key elements before broadcasting them: the same numbers as keyed_uniforms of
+    the expanded keys (and as default_rng), across chunk boundaries, with more words than the pool."""
+    from gcsim import keyed_rng
+    from gcsim.keyed_rng import grid_uniforms
+
+    w, t = np.arange(37)[None, :], np.arange(1000)[:, None]  # 37,000 keys: several chunks, ragged rows
+    g = grid_uniforms([11, w, t], 3)
+    assert g.shape == (1000, 37, 3)
+    assert np.array_equal(g.reshape(-1, 3), keyed_uniforms(stream_keys(11, w, t), 3))
+    for tt, ww in ((0, 0), (442, 36), (999, 17)):
+        assert np.array_equal(g[tt, ww], worker_rng(11, ww, tt).random(3))
+    g6 = grid_uniforms([3, np.arange(4)[:, None], 2**32 - 1, np.arange(5)[None, :], 7, 0], 2)
+    for a in range(4):
+        for b in range(5):
+            assert np.array_equal(g6[a, b], np.random.default_rng([3, a, 2**32 - 1, b, 7, 0]).random(2))
+    old = keyed_rng._CHUNK
+    try:
+        keyed_rng._CHUNK = 16  # fewer keys per pass than one row of workers
+        assert np.array_equal(grid_uniforms([11, w, t[:5]], 3), g[:5])
+    finally:
+        keyed_rng._CHUNK = old
+    assert grid_uniforms([5, 6], 4).shape == (4,)
+    assert np.array_equal(grid_uniforms([5, 6], 4), np.random.default_rng([5, 6]).random(4))
+    assert grid_uniforms([1, np.arange(0)[:, None], w], 2).shape == (0, 37, 2)
+    assert grid_uniforms([1, w], 0).shape == (1, 37, 0)
+    with pytest.raises(ValueError):
+        grid_uniforms([1, np.array([-1, 2])], 1)
+
+
+def test_grid_uniforms_start_skips_leading_numbers():
+    from gcsim.keyed_rng import grid_uniforms
+
+    w, t = np.arange(6)[None, :], np.arange(4)[:, None]
+    full = grid_uniforms([2, w, t], 5)
+    for start in (0, 1, 4, 5):
+        np.testing.assert_array_equal(grid_uniforms([2, w, t], 5, start), full[:, :, start:])
+    with pytest.raises(ValueError):
+        grid_uniforms([2, w], 2, 3)

@@ -41,6 +41,14 @@ VARIANTS = {
                                         "master": {"decode_s": {"dist": "constant", "value": 0.2}}},
     "no_network_instant_cancel": {"network": {}, "cancel_latency_s": 0.0,
                                   "master": {"decode_s": {"dist": "constant", "value": 0.01}}},
+    # constant compute: the draws are one broadcast value, the work a per-worker table (issue 13)
+    "constant_compute_worker_scale": {
+        "workload": {"gradient_bytes": 4e6, "model_bytes": 4e6, "compute": {"dist": "constant", "value": 0.0137}},
+        "stragglers": {"delay": {"dist": "pareto", "b": 1.8, "scale": 0.04},
+                       "worker_scale": [1.0 + 0.07 * w for w in range(12)]}},
+    "constant_compute_random_slowdown": {
+        "workload": {"gradient_bytes": 4e6, "model_bytes": 4e6, "compute": {"dist": "constant", "value": 0.0137}},
+        "stragglers": {"delay": {"dist": "expon", "scale": 0.01}, "slowdown": {"dist": "lognorm", "s": 0.3}}},
 }
 ITER_COLS = ["start_s", "decodable_s", "end_s", "duration_s", "n_arrived", "n_used"]
 WORKER_COLS = ["n_partitions", "dispatch_s", "compute_start_s", "compute_s", "delay_s", "slowdown", "send_s",
@@ -120,6 +128,23 @@ def test_seeded_determinism_and_blocks_do_not_matter(monkeypatch):
     np.testing.assert_array_equal(a.iterations.end_s, b.iterations.end_s)
     c = simulate_vector(sc, trace="iterations", seed=4)
     assert not np.array_equal(a.iterations.end_s, c.iterations.end_s)
+
+
+def test_block_size_bounds_partition_draws(monkeypatch):
+    """Random per-partition compute: blocks hold at most BLOCK_PARTITION_DRAWS (iteration, worker, partition)
+    draws (no array grows with iterations × workers × partitions); the result does not depend on it."""
+    import gcsim.sim.vector as v
+    assert v.block_iterations(1024) == 256 and v.block_iterations(1024, 129) == 15
+    assert v.block_iterations(10**7, 500) == 1
+    sc = _scenario(iterations=40)  # expon compute, loads up to s + m = 4
+    a = simulate_vector(sc, trace="none")
+    seen = []
+    real = v.block_iterations
+    monkeypatch.setattr(v, "BLOCK_PARTITION_DRAWS", 12 * 4 * 3)  # 3 iterations per block
+    monkeypatch.setattr(v, "block_iterations", lambda n, p=0: seen.append(real(n, p)) or seen[-1])
+    b = simulate_vector(sc, trace="none")
+    assert seen == [3]
+    np.testing.assert_array_equal(a.iterations.end_s, b.iterations.end_s)
 
 
 def test_quorum_trust_mode_agrees_where_nothing_is_refused():

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gcsim.advise.search import COLUMNS, Advice
+from gcsim.advise.search import COLUMNS, VERIFY_TOP, Advice
 
 
 def format_table(adv: Advice, top: int | None = None) -> str:
@@ -24,16 +24,19 @@ def format_table(adv: Advice, top: int | None = None) -> str:
     col = f"{adv.objective}_s"
 
     def fmt(df: pd.DataFrame) -> str:
+        lb = [">=" if not ok else "" for ok in df["decode_checked"]]  # quorum lower bounds
         out = pd.DataFrame({
             "rank": df["rank"], "scheme": df["scheme"], "s": df["s"], "m": df["m"],
             "comp_load": [f"{v:g}" for v in df["computation_load"]],
             "comm_load": [f"{v:.3g}" for v in df["communication_load"]],
-            "mean_s [95% CI]": [f"{a:.4g} [{b:.4g}, {c:.4g}]" for a, b, c in zip(df["mean_s"], df["mean_lo"], df["mean_hi"])],
-            "p95_s [95% CI]": [f"{a:.4g} [{b:.4g}, {c:.4g}]" for a, b, c in zip(df["p95_s"], df["p95_lo"], df["p95_hi"])],
+            "mean_s [95% CI]": [f"{g}{a:.4g} [{b:.4g}, {c:.4g}]" for g, a, b, c in
+                                zip(lb, df["mean_s"], df["mean_lo"], df["mean_hi"])],
+            "p95_s [95% CI]": [f"{g}{a:.4g} [{b:.4g}, {c:.4g}]" for g, a, b, c in
+                               zip(lb, df["p95_s"], df["p95_lo"], df["p95_hi"])],
             "speedup": [f"{v:.2f}x" for v in df["speedup"]],
         })
         if adv.objective == "p99":
-            out.insert(8, "p99_s", [f"{v:.4g}" for v in df["p99_s"]])
+            out.insert(8, "p99_s", [f"{g}{v:.4g}" for g, v in zip(lb, df["p99_s"])])
         return out.to_string(index=False)
 
     t = adv.table
@@ -41,11 +44,38 @@ def format_table(adv: Advice, top: int | None = None) -> str:
     if top is not None:
         ex, ap = ex.head(top), ap.head(top)
     text = [f"n={adv.n}: exact schemes, ranked by predicted {adv.objective} ({col}); {adv.iterations} iterations "
-            f"each, {adv.engine} engine", fmt(ex)]
+            f"each, {engine_text(adv)}", fmt(ex)]
     if len(ap):
         text += ["approximate schemes (ranked apart: they drop or delay part of the gradient)", fmt(ap)]
         text += [f"  {name}: {d}" for name, d in ap.drop_duplicates("scheme")[["scheme", "drops"]].itertuples(index=False)]
+    shown = pd.concat([ex, ap])
+    if not shown["decode_checked"].all():
+        text.append(f"  >=: a lower bound - the quorum's time, decodes not checked for refusals (a refused set waits "
+                    f"for one more arrival); the top {VERIFY_TOP} exact rows are checked, --decode-check all checks "
+                    f"every row")
     return "\n".join(text)
+
+
+def engine_text(adv: Advice) -> str:
+    """Which engine ran and why, and which decodes were checked, e.g. ``"vector engine (539 timing
+    classes), decodes checked: top 3 exact rows"`` or ``"simpy engine (workload.cores 2 (CPU sharing)),
+    decodes checked: every row"``."""
+    if adv.engine == "simpy":
+        eng = f"simpy engine ({adv.engine_note})" if adv.engine_note else "simpy engine"
+    else:
+        eng = f"vector engine ({adv.timing_classes} timing classes" + (f"; {adv.engine_note})" if adv.engine_note
+                                                                       else ")")
+    check = "every row" if adv.unchecked == 0 else f"top {VERIFY_TOP} exact rows"
+    return f"{eng}, decodes checked: {check}"
+
+
+def not_searched_text(adv: Advice, most: int = 12) -> str:
+    """One line naming the candidates left out for their construction cost, or ``""``."""
+    if not adv.not_searched:
+        return ""
+    items = [f"{nm} s={s} m={m}" for nm, s, m, _ in adv.not_searched]
+    return (f"not searched ({len(items)}: construction guard too costly, ~n partitions per worker; --thorough "
+            f"includes them): " + ", ".join(items[:most]) + (" ..." if len(items) > most else ""))
 
 
 def plot_advice(adv: Advice, path: Path) -> Path:
@@ -58,8 +88,11 @@ def plot_advice(adv: Advice, path: Path) -> Path:
     for (name, m), g in t[t["scheme"] != "uncoded"].groupby(["scheme", "m"], sort=False):
         g = g.sort_values("s")
         exact = bool(g["exact"].iloc[0])
-        ax.plot(g["s"], g[col], marker="o", ms=3, ls="-" if exact else ":",
-                label=f"{name}{f' m={m}' if m > 1 else ''}{'' if exact else ' (approx.)'}")
+        line, = ax.plot(g["s"], g[col], marker="o", ms=3, ls="-" if exact else ":",
+                        label=f"{name}{f' m={m}' if m > 1 else ''}{'' if exact else ' (approx.)'}")
+        lb = g[~g["decode_checked"].astype(bool)]
+        if len(lb):  # quorum lower bounds: open markers
+            ax.plot(lb["s"], lb[col], ls="none", marker="o", ms=4, mfc="white", mec=line.get_color())
     unc = float(t.loc[t["scheme"] == "uncoded", col].iloc[0])
     ax.axhline(unc, color="k", ls="--", lw=1, label="uncoded")
     b = adv.best
@@ -67,7 +100,9 @@ def plot_advice(adv: Advice, path: Path) -> Path:
             label=f"best exact: {b['scheme']} s={b['s']} m={b['m']}")
     ax.set_xlabel("s (stragglers tolerated)")
     ax.set_ylabel(f"predicted {adv.objective} iteration time (s)")
-    ax.set_title(f"gcsim advise, n={adv.n}: lower is better ({adv.iterations} simulated iterations each)", fontsize=10)
+    note = "; open markers: lower bounds, decodes not checked" if not t["decode_checked"].all() else ""
+    ax.set_title(f"gcsim advise, n={adv.n}: lower is better ({adv.iterations} simulated iterations each{note})",
+                 fontsize=9)
     ax.legend(fontsize=7, ncol=2)
     return save_figure(fig, path)
 
@@ -78,8 +113,11 @@ def advice_markdown(advices: list[Advice], command: str, targets: pd.DataFrame |
     from gcsim.fit.report import markdown_table
     lines = ["# gcsim advise", "", f"Command: `{command}`", ""]
     for a in advices:
-        lines += [f"## n = {a.n}", "", a.verdict, "", f"![advice](advice_n{a.n}.png)", "",
-                  markdown_table(a.table[COLUMNS[:-1]]), ""]
+        lines += [f"## n = {a.n}", "", a.verdict, "", f"Engine: {engine_text(a)}; {a.wall_s:.1f} s. Rows with "
+                  f"`decode_checked` False are lower bounds (the quorum's time; a refused decode would wait for one more "
+                  f"arrival).", "", f"![advice](advice_n{a.n}.png)", "", markdown_table(a.table[COLUMNS[:-1]]), ""]
+        if a.not_searched:
+            lines += [not_searched_text(a, most=60), ""]
         if targets is not None:
             lines += ["### Predicted time to target (iterations to target x predicted mean iteration time)", "",
                       markdown_table(targets[targets["n"] == a.n]), ""]
@@ -108,5 +146,10 @@ def write_advice(advices: list[Advice], scenario, run_dir: Path, command: str,
     best = {str(a.n): {"scheme": a.best["scheme"], "s": int(a.best["s"]), "m": int(a.best["m"])} for a in advices}
     write_meta(run_dir, "advise", command=command, objective=advices[0].objective, best=best,
                engine=advices[0].engine, iterations=int(advices[0].iterations),
-               verdicts=[a.verdict for a in advices], wall_s=float(np.sum([a.wall_s for a in advices])))
+               verdicts=[a.verdict for a in advices], wall_s=float(np.sum([a.wall_s for a in advices])),
+               search={str(a.n): {"engine": a.engine, "engine_note": a.engine_note, "decode_check": a.decode_check,
+                                  "candidates": int(len(a.table)), "timing_classes": int(a.timing_classes),
+                                  "rows_lower_bound": a.unchecked, "refused": len(a.skipped),
+                                  "not_searched": [[nm, int(s), int(m)] for nm, s, m, _ in a.not_searched],
+                                  "wall_s": round(float(a.wall_s), 3)} for a in advices})
     return run_dir

@@ -1,13 +1,25 @@
 """Search every registered scheme over every valid (s, m) for n workers and predict each with the
-simulator, on common random numbers (one simulation of all candidates: the same keyed draws).
+simulator, on common random numbers (every candidate on the same keyed draws).
 
 Candidates: for every name of :func:`gcsim.schemes.scheme_names`, every ``0 <= s <= max_s`` and
 ``1 <= m <= max_m`` that :func:`gcsim.schemes.make_scheme` accepts for ``n`` (uncoded: s = 0; a coded
-scheme at s = 0, m = 1 is uncoded's plan and is left out).
+scheme at s = 0, m = 1 is uncoded's plan and is left out), found and grouped into timing classes (same
+message plan and quorum: same times) by :mod:`gcsim.advise.candidates`, which also says which costly
+constructions are left out unless ``thorough``.
 
-Engine: the vectorised engine (:mod:`gcsim.sim.vector`, when present and it models the scenario:
-policy cancel, no CPU sharing, non-overlapping iterations), else the SimPy engine
-(:func:`gcsim.sim.engine.simulate`); both give the same times on the same draws.
+Engine (:mod:`gcsim.advise.evaluate`): the vectorised engine (:mod:`gcsim.sim.vector`) whenever it models
+the scenario (policy cancel, no CPU sharing, non-overlapping iterations), one run per timing class on one
+set of draws; else the SimPy engine (:func:`gcsim.sim.engine.simulate`). Both give the same times on the
+same draws; a candidate whose draws make iterations overlap is simulated by SimPy alone.
+
+Decode checks (``decode_check``): an exact scheme whose quorum is not ``guaranteed`` (gc-cr, gc-mds, cce-cr,
+cce-fr with sampled minors: a linear solve may refuse an ill-conditioned set and wait for one more arrival)
+is first timed by its quorum, per iteration a lower bound on its time. ``"top"`` (default) then checks every
+decode of the candidates among the first :data:`VERIFY_TOP` exact rows, re-ranks, and repeats until those
+rows are all checked: the top rows, their order and the best choice are those of the fully checked search; a
+row left unchecked is a lower bound (``decode_checked`` False, printed with ``>=``), equal to its checked
+value unless a refusal occurred. ``"all"`` checks every row (one decode call per candidate and iteration:
+minutes at n >= 64).
 
 Statistics per candidate (iteration times in seconds, ``I`` iterations):
 
@@ -24,9 +36,10 @@ gradient) are ranked separately.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -43,7 +56,11 @@ DROPS = {
 }
 COLUMNS = ["n", "rank", "scheme", "s", "m", "exact", "computation_load", "communication_load",
            "mean_s", "mean_lo", "mean_hi", "p95_s", "p95_lo", "p95_hi", "p99_s", "p99_lo", "p99_hi",
-           "speedup", "drops", "label"]
+           "speedup", "drops", "decode_checked", "label"]
+#: values of ``decode_check`` (module docstring)
+DECODE_CHECKS = ("top", "all")
+#: exact rows whose decodes ``decode_check="top"`` checks (re-ranking until they are all checked)
+VERIFY_TOP = 3
 
 
 @dataclass
@@ -54,10 +71,14 @@ class Advice:
         n: workers.
         objective: ``mean``, ``p95`` or ``p99``.
         table: :data:`COLUMNS`, exact schemes first (ranked 1, 2, ...), then approximate (ranked apart).
-        iterations: simulated iterations per candidate; engine: ``vector`` or ``simpy``.
+        iterations: simulated iterations per candidate; engine: ``vector``, ``simpy`` or ``vector+simpy``
+            (some candidates by SimPy), ``engine_note`` why SimPy ran (``""`` if it did not).
         verdict: one or two sentences: the best exact choice and its speedup, or why no coded scheme
             beats uncoded.
         skipped: ``(scheme, s, m, reason)`` for combinations the schemes refused.
+        not_searched: ``(scheme, s, m, reason)`` left out for the cost of their construction guard
+            (:data:`gcsim.advise.candidates.PATTERN_BUDGET`; none with ``thorough``).
+        decode_check: ``top`` or ``all`` (module docstring); timing_classes: vector runs of the search.
     """
 
     n: int
@@ -68,75 +89,168 @@ class Advice:
     verdict: str
     skipped: list
     wall_s: float = 0.0
+    engine_note: str = ""
+    not_searched: list = field(default_factory=list)
+    decode_check: str = "top"
+    timing_classes: int = 0
 
     @property
     def best(self) -> pd.Series:
         """The top exact row."""
         return self.table[self.table["exact"]].iloc[0]
 
+    @property
+    def unchecked(self) -> int:
+        """Rows whose times are quorum lower bounds (decodes not checked)."""
+        return int((~self.table["decode_checked"].astype(bool)).sum())
 
-def candidates(n: int, max_s: int, max_m: int, names=None) -> tuple[list[SchemeSpec], list]:
+
+def candidates(n: int, max_s: int, max_m: int, names=None, thorough: bool = True) -> tuple[list[SchemeSpec], list]:
     """Every ``(scheme, s, m)`` the schemes accept for ``n`` (module docstring), as labelled specs
-    ``<name>.s<s>.m<m>`` (``uncoded`` keeps its name), and the refused ones with the reason."""
-    from gcsim.schemes import make_scheme, scheme_names
-    specs, skipped = [], []
-    for name in names or scheme_names():
-        for s in range(0, min(max_s, n - 1) + 1):
-            for m in range(1, max_m + 1):
-                if s == 0 and m == 1 and name != "uncoded":
-                    continue  # the same plan as uncoded
-                try:
-                    make_scheme(name, n, s, m, 0)
-                except SchemeError as e:
-                    field = (str(e).split(": ") + [""])[1]
-                    if m == 1 or field != "m":  # m > 1 refused by a scheme without m: not worth listing
-                        skipped.append((name, s, m, str(e)))
-                    continue
-                except MemoryError:
-                    skipped.append((name, s, m, "out of memory"))
-                    continue
-                label = name if name == "uncoded" else f"{name}.s{s}.m{m}"
-                specs.append(SchemeSpec(name=name, s=s, m=m, seed=0, label=label))
-    return specs, skipped
+    ``<name>.s<s>.m<m>`` (``uncoded`` keeps its name), and the refused ones with the reason
+    (:func:`gcsim.advise.candidates.build_candidates`; with ``thorough=False`` the ones left out for
+    their cost are listed with the refused)."""
+    from gcsim.advise.candidates import build_candidates
+    cands, refused, unsearched = build_candidates(n, max_s, max_m, names, thorough=thorough)
+    return [c.spec for c in cands], refused + unsearched
 
 
-def _simulate(sc: Scenario):
-    """``(iterations DataFrame, loads, engine name)`` from the fastest engine that models ``sc``."""
-    try:
-        from gcsim.sim import vector
-    except ImportError:
-        vector = None
-    if vector is not None and vector.unsupported_reason(sc) is None:
-        try:
-            r = vector.simulate_vector(sc, trace="none")
-            return r.iterations, r.loads, "vector"
-        except vector.NeedsSimPy:
-            pass
-    from gcsim.sim.engine import simulate
-    r = simulate(sc)
-    return r.iterations, r.loads, "simpy"
+@functools.lru_cache(maxsize=None)
+def _t975(dof: int) -> float:
+    import scipy.stats as st
+    return float(st.t.ppf(0.975, dof))
+
+
+@functools.lru_cache(maxsize=None)
+def _binom_ranks(n: int, q: float) -> tuple[int, int]:
+    import scipy.stats as st
+    return int(st.binom.ppf(0.025, n, q)), int(st.binom.ppf(0.975, n, q)) + 1
 
 
 def _mean_ci(d: np.ndarray, batches: int = 20) -> tuple[float, float, float]:
     """Mean and its 95 % batch-means CI (module docstring)."""
-    import scipy.stats as st
     k = min(batches, len(d))
     if k < 2:
         return float(d.mean()), float("nan"), float("nan")
     means = np.array([b.mean() for b in np.array_split(d, k)])
-    half = float(st.t.ppf(0.975, k - 1) * means.std(ddof=1) / math.sqrt(k))
+    half = float(_t975(k - 1) * means.std(ddof=1) / math.sqrt(k))
     m = float(d.mean())
     return m, m - half, m + half
 
 
 def _quantile_ci(d: np.ndarray, q: float) -> tuple[float, float, float]:
     """np.quantile and the distribution-free 95 % order-statistic CI of the q-quantile."""
-    import scipy.stats as st
     x = np.sort(d)
     n = len(x)
-    lo = int(st.binom.ppf(0.025, n, q))
-    hi = int(st.binom.ppf(0.975, n, q)) + 1
+    lo, hi = _binom_ranks(n, q)
     return float(np.quantile(d, q)), float(x[max(lo - 1, 0)]), float(x[min(hi - 1, n - 1)])
+
+
+def _stats(d: np.ndarray) -> dict:
+    mean, mlo, mhi = _mean_ci(d)
+    p95, p95lo, p95hi = _quantile_ci(d, 0.95)
+    p99, p99lo, p99hi = _quantile_ci(d, 0.99)
+    return {"mean_s": mean, "mean_lo": mlo, "mean_hi": mhi, "p50_s": float(np.quantile(d, 0.5)),
+            "p95_s": p95, "p95_lo": p95lo, "p95_hi": p95hi, "p99_s": p99, "p99_lo": p99lo, "p99_hi": p99hi}
+
+
+def _table(n: int, cands: list, durations: dict, checked: dict, objective: str) -> pd.DataFrame:
+    """The ranked table (module docstring) of the candidates that have durations; rows sharing one
+    durations array (a timing class) share its statistics."""
+    from gcsim.schemes import scheme_names
+    order = {nm: i for i, nm in enumerate(scheme_names())}
+    memo: dict[int, dict] = {}
+    rows = []
+    for c in cands:
+        if c.label not in durations:
+            continue
+        d = durations[c.label]
+        st = memo.get(id(d))
+        if st is None:
+            st = memo[id(d)] = _stats(d)
+        sp, info = c.spec, c.info
+        rows.append({"n": n, "scheme": sp.name, "s": sp.s, "m": sp.m, "exact": bool(info["exact"]),
+                     "computation_load": info["computation_load"], "communication_load": info["communication_load"],
+                     **st, "drops": "" if info["exact"] else DROPS.get(sp.name, "approximate decoding"),
+                     "decode_checked": bool(checked[c.label]), "label": c.label, "_order": order.get(sp.name, 99)})
+    df = pd.DataFrame(rows)
+    col = f"{objective}_s"
+    base = float(df.loc[df["scheme"] == "uncoded", col].iloc[0])
+    df["speedup"] = base / df[col]
+    df = df.sort_values(["exact", col, "computation_load", "communication_load", "_order", "s", "m"],
+                        ascending=[False, True, True, True, True, True, True], kind="mergesort")
+    df["rank"] = df.groupby("exact").cumcount() + 1
+    return df.reset_index(drop=True)
+
+
+def _evaluate(sc: Scenario, cands: list, objective: str, decode_check: str, skipped: list, engine: str = "auto"):
+    """``(durations, checked, engine, note, runs)``: durations (seconds per iteration) and whether they are
+    decode-checked, per candidate label; the engine and why SimPy ran; the number of vector timing runs
+    (module docstring, :mod:`gcsim.advise.evaluate`). A lazy candidate refused when built for its decode
+    check is dropped and added to ``skipped``."""
+    from gcsim.advise.candidates import max_load
+    from gcsim.advise.evaluate import Draws, simpy_durations
+    from gcsim.sim import vector
+    reason = vector.unsupported_reason(sc) if engine == "auto" else "asked for (engine simpy)"
+    if reason is not None:
+        return simpy_durations(sc, [c.spec for c in cands]), {c.label: True for c in cands}, "simpy", reason, 0
+    draws = Draws(sc, max(max_load(c.timing) for c in cands))
+    classes: dict = {}
+    for c in cands:
+        classes.setdefault(c.key, (c.label, c.timing))
+    res = draws.run(classes, "quorum")
+    durations: dict = {}
+    checked: dict = {}
+    notes = set(res.needs_simpy.values())
+    by_simpy: list = []
+
+    def to_simpy(cs):
+        if cs:
+            by_simpy.extend(cs)
+            durations.update(simpy_durations(sc, [c.spec for c in cs]))
+            checked.update({c.label: True for c in cs})
+
+    def verify(cs):
+        todo = {}
+        for c in cs:
+            try:
+                todo[c.label] = (c.label, c.real())
+            except SchemeError as e:  # a lazy candidate refused when built (probability 0 for gc-cr)
+                skipped.append((c.spec.name, c.spec.s, c.spec.m, str(e)))
+                durations.pop(c.label, None)
+                checked.pop(c.label, None)
+        if not todo:
+            return
+        r = draws.run(todo, "exact")
+        for c in cs:
+            if c.label in r.durations:
+                durations[c.label] = r.durations[c.label]
+                checked[c.label] = True
+        again = [c for c in cs if c.label in r.needs_simpy]
+        notes.update(r.needs_simpy[c.label] for c in again)
+        to_simpy(again)
+
+    for c in cands:
+        if c.key not in res.needs_simpy:
+            durations[c.label] = res.durations[c.key]
+            checked[c.label] = c.guaranteed
+    to_simpy([c for c in cands if c.key in res.needs_simpy])
+    by_label = {c.label: c for c in cands}
+    if decode_check == "all":
+        verify([c for c in cands if c.label in checked and not checked[c.label]])
+    else:
+        while True:
+            t = _table(sc.n_workers, cands, durations, checked, objective)
+            top = t[t["exact"]].head(VERIFY_TOP)
+            todo = [by_label[lb] for lb, ok in zip(top["label"], top["decode_checked"]) if not ok]
+            if not todo:
+                break
+            verify(todo)
+    engine = "vector+simpy" if by_simpy else "vector"
+    note = "; ".join(sorted(notes)) if by_simpy else ""
+    if by_simpy:
+        note = f"{len(by_simpy)} candidate(s) by SimPy: {note}"
+    return durations, checked, engine, note, len(classes)
 
 
 def _why_not(sc: Scenario, table: pd.DataFrame, objective: str) -> str:
@@ -164,7 +278,8 @@ def _why_not(sc: Scenario, table: pd.DataFrame, objective: str) -> str:
 
 
 def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean", max_s: int | None = None,
-           max_m: int = 4, iterations: int | None = None, seed: int | None = None, names=None) -> Advice:
+           max_m: int = 4, iterations: int | None = None, seed: int | None = None, names=None,
+           decode_check: str = "top", thorough: bool = False, engine: str = "auto") -> Advice:
     """Search and rank every scheme for ``n`` workers (module docstring).
 
     Args:
@@ -174,16 +289,28 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
         max_s: largest s tried (default ``n - 1``); max_m: largest m tried (>= 1).
         iterations, seed: override the scenario's.
         names: scheme names to search (default every registered one).
+        decode_check: one of :data:`DECODE_CHECKS` (module docstring).
+        thorough: build every candidate whatever its construction guard costs and check every decode
+            (``decode_check="all"``): the reference search (:mod:`gcsim.advise.candidates`).
+        engine: ``"auto"`` (module docstring) or ``"simpy"`` (every candidate by the SimPy engine: the
+            reference the vector engine is tested against; slow).
     Returns:
         :class:`Advice`.
     Raises:
-        ConfigError: bad objective / n / max_s / max_m; ``n`` differing from the scenario's when its
-            ``stragglers.worker_scale`` has one factor per worker; a replayed trace too small for ``n``
-            with ``rule: error``; no candidate at all.
+        ConfigError: bad objective / n / max_s / max_m / decode_check; ``n`` differing from the scenario's
+            when its ``stragglers.worker_scale`` has one factor per worker; a replayed trace too small for
+            ``n`` with ``rule: error``; no candidate at all.
     """
+    from gcsim.advise.candidates import _built, build_candidates
     t0 = time.perf_counter()
     if objective not in OBJECTIVES:
         raise ConfigError("--objective", f"one of {', '.join(OBJECTIVES)}", objective)
+    if decode_check not in DECODE_CHECKS:
+        raise ConfigError("--decode-check", f"one of {', '.join(DECODE_CHECKS)}", decode_check)
+    if engine not in ("auto", "simpy"):
+        raise ConfigError("engine", "auto or simpy", engine)
+    if thorough:
+        decode_check = "all"
     n = scenario.n_workers if n is None else int(n)
     if n < 1:
         raise ConfigError("--n", "an integer >= 1", n)
@@ -198,39 +325,19 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
     max_s = n - 1 if max_s is None else int(max_s)
     if max_s < 0 or max_m < 1:
         raise ConfigError("--max-s/--max-m", "max_s >= 0 and max_m >= 1", (max_s, max_m))
-    specs, skipped = candidates(n, max_s, max_m, names)
-    if not any(sp.name == "uncoded" for sp in specs):
-        specs.insert(0, SchemeSpec(name="uncoded", label="uncoded"))
-    update = {"schemes": specs, "n_workers": n}
+    cands, skipped, not_searched = build_candidates(n, max_s, max_m, names, thorough=thorough)
+    if not any(c.spec.name == "uncoded" for c in cands):
+        from gcsim.schemes import make_scheme
+        cands.insert(0, _built(SchemeSpec(name="uncoded", label="uncoded"), make_scheme("uncoded", n, 0)))
+    update = {"schemes": [c.spec for c in cands], "n_workers": n}
     if iterations is not None:
         update["iterations"] = int(iterations)
     if seed is not None:
         update["seed"] = int(seed)
     sc = scenario.model_copy(update=update)
-    its, loads, engine = _simulate(sc)
-    from gcsim.schemes import scheme_names
-    order = {nm: i for i, nm in enumerate(scheme_names())}
-    rows = []
-    for sp in specs:
-        d = its.loc[its["scheme"] == sp.key, "duration_s"].to_numpy(dtype=np.float64)
-        info = loads[sp.key]
-        mean, mlo, mhi = _mean_ci(d)
-        p95, p95lo, p95hi = _quantile_ci(d, 0.95)
-        p99, p99lo, p99hi = _quantile_ci(d, 0.99)
-        rows.append({"n": n, "scheme": sp.name, "s": sp.s, "m": sp.m, "exact": bool(info["exact"]),
-                     "computation_load": info["computation_load"], "communication_load": info["communication_load"],
-                     "mean_s": mean, "mean_lo": mlo, "mean_hi": mhi, "p50_s": float(np.quantile(d, 0.5)),
-                     "p95_s": p95, "p95_lo": p95lo, "p95_hi": p95hi, "p99_s": p99, "p99_lo": p99lo, "p99_hi": p99hi,
-                     "drops": "" if info["exact"] else DROPS.get(sp.name, "approximate decoding"), "label": sp.key,
-                     "_order": order.get(sp.name, 99)})
-    df = pd.DataFrame(rows)
+    durations, checked, engine, note, classes = _evaluate(sc, cands, objective, decode_check, skipped, engine)
+    table = _table(n, cands, durations, checked, objective)
     col = f"{objective}_s"
-    base = float(df.loc[df["scheme"] == "uncoded", col].iloc[0])
-    df["speedup"] = base / df[col]
-    df = df.sort_values(["exact", col, "computation_load", "communication_load", "_order", "s", "m"],
-                        ascending=[False, True, True, True, True, True, True], kind="mergesort")
-    df["rank"] = df.groupby("exact").cumcount() + 1
-    table = df.reset_index(drop=True)
     exact = table[table["exact"]]
     best = exact.iloc[0]
     if best["scheme"] == "uncoded":
@@ -248,4 +355,5 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
         a = approx.iloc[0]
         verdict += (f" Faster but approximate: {a['scheme']} s={a['s']} ({a[col]:.4g} s; {a['drops']}).")
     return Advice(n=n, objective=objective, table=table[COLUMNS + ["p50_s"]], iterations=sc.iterations,
-                  engine=engine, verdict=verdict, skipped=skipped, wall_s=time.perf_counter() - t0)
+                  engine=engine, verdict=verdict, skipped=skipped, wall_s=time.perf_counter() - t0,
+                  engine_note=note, not_searched=not_searched, decode_check=decode_check, timing_classes=classes)

@@ -26,20 +26,28 @@ from gcsim.cli.options import IntOption
                    "= iterations x predicted mean iteration time.")
 @click.option("--accuracy-target", type=click.FloatRange(0, 1, min_open=True), default=None,
               help="Which target of an --iterations-to-target CSV (fraction, e.g. 0.5).")
+@click.option("--decode-check", type=click.Choice(["top", "all"]), default="top", show_default=True,
+              help="Check the decodes (refusals of ill-conditioned sets) of the top 3 exact rows, re-ranking until "
+                   "they are all checked (other rows of gc-cr/gc-mds/cce-cr are then lower bounds, marked >=), or of "
+                   "every row (minutes at n >= 64).")
+@click.option("--thorough", is_flag=True, default=False,
+              help="The reference search: build every candidate whatever its construction check costs (cce-cr/cce-fr "
+                   "with s near n: minutes each at n >= 64) and check every decode.")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
               help="Run directory to create (default runs/advise/<scenario>-<UTC timestamp>/).")
 @click.pass_context
 def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, top, to_target, accuracy_target,
-            out_dir):
+            decode_check, thorough, out_dir):
     """Rank every registered scheme over every valid (s, m) for SCENARIO's straggler model.
 
-    Each candidate is simulated on the same keyed draws; the table gives computation and
+    Each candidate is simulated on the same keyed draws (the vectorised engine where it models the
+    scenario, one run per timing class; else SimPy); the table gives computation and
     communication load, predicted mean and p95 with 95% CIs and the speedup over uncoded. Exact
     schemes are ranked; approximate ones apart, with what they drop. Writes advice.csv, advice.md,
     advice_n<N>.png, config.yaml, meta.json. With --iterations-to-target, candidates of the named
     schemes are also ranked by predicted time to target (time_to_target.csv).
     """
-    from gcsim.advise.output import format_table, write_advice
+    from gcsim.advise.output import format_table, not_searched_text, write_advice
     from gcsim.advise.search import advise
     from gcsim.advise.target import format_time_to_target, parse_iterations_to_target, time_to_target
     from gcsim.cli.options import command_line
@@ -61,8 +69,8 @@ def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, to
     to_target_iters = parse_iterations_to_target(to_target, accuracy_target) if to_target is not None else None
     if out_dir is not None:
         check_out_dir(out_dir)
-    advices = [advise(sc, n=n, objective=objective, max_s=max_s, max_m=max_m, iterations=iterations, seed=seed)
-               for n in ns]
+    advices = [advise(sc, n=n, objective=objective, max_s=max_s, max_m=max_m, iterations=iterations, seed=seed,
+                      decode_check=decode_check, thorough=thorough) for n in ns]
     targets = None
     if to_target_iters is not None:
         targets = pd.concat([time_to_target(a.table, to_target_iters) for a in advices], ignore_index=True)
@@ -78,5 +86,7 @@ def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, to
         click.echo(a.verdict)
         if targets is not None:
             click.echo(format_time_to_target(targets, a.n, top))
-        click.echo(f"({len(a.table)} candidates in {a.wall_s:.1f} s)")
+        if a.not_searched:
+            click.echo(not_searched_text(a))
+        click.echo(f"({len(a.table)} candidates, {a.timing_classes or len(a.table)} simulated, in {a.wall_s:.1f} s)")
     click.echo(f"wrote {rd.path}")

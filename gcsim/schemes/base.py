@@ -313,7 +313,7 @@ class Scheme:
     @property
     def messages_per_worker(self) -> int:
         """Messages each worker sends per iteration."""
-        return max(sum(1 for msg in self.messages(0) if msg.worker == w) for w in range(self.n))
+        return int(np.bincount([msg.worker for msg in self.messages(0)], minlength=self.n).max())
 
     @property
     def min_arrivals(self) -> int:

@@ -25,14 +25,17 @@ cancelled – at ``decodable + cancel_latency_s``, or at the end of the partitio
 draws; where it fails the run raises :class:`NeedsSimPy` (``gcsim simulate --engine auto`` then uses the
 SimPy engine, the reference for carry-over, CPU sharing and overlapping cancels).
 
-Memory: draws and per-worker arrays live for one block of iterations (:data:`BLOCK_WORKER_ITERATIONS`
-worker-iterations); only per-iteration rows are kept unless ``trace="full"`` asks for the worker rows.
+Memory: draws and per-worker arrays live for one block of iterations (:func:`block_iterations`:
+:data:`BLOCK_WORKER_ITERATIONS` worker-iterations, and at most :data:`BLOCK_PARTITION_DRAWS` random
+per-partition compute draws; a constant compute time is one broadcast value and the work a per-worker
+table); only per-iteration rows (O(iterations) per scheme, for the exact quantiles of the summary) are
+kept unless ``trace="full"`` asks for the worker rows (O(iterations × workers)).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -50,6 +53,19 @@ from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize
 
 #: worker-iterations per block (draws and per-worker arrays of one block are held at once).
 BLOCK_WORKER_ITERATIONS = 1 << 18
+#: with a random per-partition compute time, at most this many (iteration, worker, partition) draws per
+#: block (a constant compute time is one broadcast value: no such array)
+BLOCK_PARTITION_DRAWS = 1 << 21
+
+
+def block_iterations(n: int, drawn_partitions: int = 0) -> int:
+    """Iterations per block: :data:`BLOCK_WORKER_ITERATIONS` worker-iterations, and with
+    ``drawn_partitions`` random compute draws per worker-iteration at most :data:`BLOCK_PARTITION_DRAWS`
+    of them, so that no array grows with iterations × workers × partitions."""
+    step = BLOCK_WORKER_ITERATIONS // max(1, n)
+    if drawn_partitions > 0:
+        step = min(step, BLOCK_PARTITION_DRAWS // (max(1, n) * drawn_partitions))
+    return max(1, step)
 #: values of ``trace``: ``full`` keeps the worker rows (workers.csv), ``iterations`` and ``none`` do not.
 TRACE_LEVELS = ("none", "iterations", "full")
 _ARRIVED, _LATE, _CANCELLED = 0, 1, 2
@@ -100,38 +116,54 @@ class _Plan:
     n_msgs: np.ndarray
     key: tuple
 
+    @property
+    def simple(self) -> bool:
+        """One segment per worker and one message per worker, in worker order (every built-in scheme):
+        the engine then works on ``(b, n)`` arrays without gathers."""
+        n = len(self.d)
+        return (self.bounds.shape[1] == 1 and len(self.m_worker) == n
+                and bool(np.array_equal(self.m_worker, np.arange(n))))
 
-def _plan(scheme: Scheme, it: int, sc: Scenario) -> _Plan:
+
+def _plan(scheme: Scheme, it: int, sc: Scenario, memo: dict | None = None) -> _Plan:
+    """The timing of ``scheme`` in iteration ``it``. ``memo``: per-messages-list arrays already read
+    (a scheme returns the same list object for iterations of the same phase)."""
     assign, msgs = scheme.assignment(it), scheme.messages(it)
-    n = len(assign)
-    d = np.array([len(a) for a in assign], dtype=np.int64)
-    segs = [[int(x)] for x in d]  # every message leaves after the worker's last partition: one segment
-    S = max(len(b) for b in segs)
-    bounds = np.array([b + [b[-1]] * (S - len(b)) for b in segs], dtype=np.int64)
+    n, M = len(assign), len(msgs)
+    d = np.fromiter(map(len, assign), dtype=np.int64, count=n)
+    bounds = d[:, None].copy()  # every message leaves after the worker's last partition: one segment
     net, grad = sc.network, sc.workload.gradient_bytes
-    m_worker = np.array([m.worker for m in msgs], dtype=np.int64)
-    m_seg = np.zeros(len(msgs), dtype=np.int64)
-    up = np.array([net.latency_s + grad * m.payload_fraction / net.bandwidth_bytes_per_s for m in msgs])
-    key = (tuple(d.tolist()), tuple((m.worker, int(d[m.worker]), m.payload_fraction) for m in msgs))
-    return _Plan(d, bounds, np.array([len(b) for b in segs]), m_worker, m_seg, up,
-                 np.bincount(m_worker, minlength=n), key)
+    hit = memo.get(id(msgs)) if memo is not None else None
+    if hit is not None and hit[0] is msgs:
+        m_worker, frac = hit[1], hit[2]
+    else:
+        m_worker = np.fromiter((m.worker for m in msgs), dtype=np.int64, count=M)
+        frac = np.fromiter((m.payload_fraction for m in msgs), dtype=np.float64, count=M)
+        if memo is not None:
+            memo[id(msgs)] = (msgs, m_worker, frac)  # the list is held: its id stays its own
+    m_seg = np.zeros(M, dtype=np.int64)
+    up = net.latency_s + grad * frac / net.bandwidth_bytes_per_s  # per message, the same float operations
+    key = (d.tobytes(), m_worker.tobytes(), frac.tobytes())
+    return _Plan(d, bounds, np.ones(n, dtype=np.int64), m_worker, m_seg, up, np.bincount(m_worker, minlength=n), key)
 
 
 def _plans(scheme: Scheme, I: int, sc: Scenario) -> list[_Plan]:
     """One plan per phase ``t mod assignment_period``; checked to repeat over the first periods (and the
     warm-up of pipelined schemes). Raises NeedsSimPy for a scheme whose timing does not repeat."""
     p = scheme.assignment_period
-    plans = [_plan(scheme, t, sc) for t in range(min(I, p))]
+    memo: dict = {}
+    plans = [_plan(scheme, t, sc, memo) for t in range(min(I, p))]
     for t in range(p, min(I, 2 * p + scheme.s) if p > 1 else 0):  # static schemes: one plan
-        if _plan(scheme, t, sc).key != plans[t % p].key:
+        if _plan(scheme, t, sc, memo).key != plans[t % p].key:
             raise NeedsSimPy(f"scheme {scheme.name}: message timing that does not repeat every "
                              f"{p} iterations")
     return plans
 
 
-def _decisive(arr: np.ndarray, q, ids: np.ndarray):
+def _decisive(arr: np.ndarray, q, ids: np.ndarray, want_used: bool = True):
     """For arrivals ``arr`` (B, M) and quorum ``q``: the index of the decisive message (B,) and the mask of
-    the messages the decoding uses (B, M) for a guaranteed quorum."""
+    the messages the decoding uses (B, M) for a guaranteed quorum (None unless ``want_used``: every group
+    then uses exactly ``need`` messages, so only the worker rows need the mask)."""
     B, M = arr.shape
     order = np.argsort(q.group, kind="stable")
     sizes = np.bincount(q.group)
@@ -140,15 +172,29 @@ def _decisive(arr: np.ndarray, q, ids: np.ndarray):
     G = len(sizes)
     if np.all(sizes == sizes[0]):
         S = int(sizes[0])
-        a = arr[:, order].reshape(B, G, S)
+        sorted_groups = bool(np.array_equal(order, np.arange(M)))
+        a = (arr if sorted_groups else arr[:, order]).reshape(B, G, S)
         k = q.need - 1
-        part = np.argpartition(a, k, axis=2) if S > 1 else np.zeros((B, G, 1), dtype=np.int64)
+        if S == 1:
+            part = np.zeros((B, G, 1), dtype=np.int64)
+        elif k == 0:  # the first arrival of each group
+            part = np.argmin(a, axis=2)[:, :, None]
+        else:
+            part = np.argpartition(a, k, axis=2)
         kth_pos = part[:, :, k]  # (B, G) position within group
-        kth_t = np.take_along_axis(a, kth_pos[:, :, None], axis=2)[:, :, 0]
-        g_star = np.argmax(kth_t, axis=1)
-        local = kth_pos[np.arange(B), g_star]
-        decisive = order.reshape(G, S)[g_star, local]
-        T = kth_t[np.arange(B), g_star]
+        if G == 1:
+            g_star = np.zeros(B, dtype=np.int64)
+            local = kth_pos[:, 0]
+            decisive = local if sorted_groups else order[local]
+            T = a[np.arange(B), 0, local]
+        else:
+            kth_t = np.take_along_axis(a, kth_pos[:, :, None], axis=2)[:, :, 0]
+            g_star = np.argmax(kth_t, axis=1)
+            local = kth_pos[np.arange(B), g_star]
+            decisive = order.reshape(G, S)[g_star, local]
+            T = kth_t[np.arange(B), g_star]
+        if not want_used:
+            return decisive, None
         if q.pick == "first":
             used_l = np.zeros((B, G, S), dtype=bool)
             np.put_along_axis(used_l, part[:, :, :q.need], True, axis=2)
@@ -170,6 +216,8 @@ def _decisive(arr: np.ndarray, q, ids: np.ndarray):
     g_star = np.argmax(kth_t, axis=1)
     decisive = kth_i[np.arange(B), g_star]
     T = kth_t[np.arange(B), g_star]
+    if not want_used:
+        return decisive, None
     used = np.zeros((B, M), dtype=bool)
     for g in range(G):
         mem = np.flatnonzero(q.group == g)
@@ -199,6 +247,30 @@ def _dispatch_block(sc: Scenario, its: np.ndarray) -> np.ndarray | None:
     return out
 
 
+def cumulative_work(block: DrawBlock) -> np.ndarray:
+    """``(B, n, P + 1)`` compute seconds (``slowdown`` applied) a worker has done after its first ``q``
+    partitions, ``q = 0..P``: the same for every scheme of a block (computed once per block). Stored
+    level-major (a transposed view of ``(P + 1, B, n)``), so that gathering one level for every worker
+    reads contiguous memory; the values are those of ``cumsum(compute_s * slowdown, axis=2)``."""
+    B, n = block.delay_s.shape
+    P = block.compute_s.shape[2]
+    f = block.slowdown
+    if B and P and block.compute_s.strides[:2] == (0, 0) and np.array_equal(f, np.broadcast_to(f[:1], f.shape)):
+        # compute draws shared by every (iteration, worker) (a constant distribution: a broadcast view, see
+        # DrawBlock) and a slowdown that does not change within the block (worker_scale only): one
+        # (n, P + 1) table, broadcast over the block's iterations (no (B, n, P) array), same sums
+        table = np.empty((P + 1, n))
+        table[0] = 0.0
+        np.multiply(block.compute_s[0, 0, :, None], f[0][None, :], out=table[1:])
+        np.cumsum(table[1:], axis=0, out=table[1:])
+        return np.broadcast_to(table.T[None], (B, n, P + 1))
+    levels = np.empty((P + 1, B, n))
+    levels[0] = 0.0
+    np.multiply(np.moveaxis(block.compute_s, 2, 0), block.slowdown[None, :, :], out=levels[1:])
+    np.cumsum(levels[1:], axis=0, out=levels[1:])  # sequential sums, as cumsum along the partitions
+    return levels.transpose(1, 2, 0)
+
+
 class _SchemeRun:
     """Per-scheme state carried from block to block: the master's clock and the rows kept."""
 
@@ -206,6 +278,13 @@ class _SchemeRun:
         self.label, self.scheme, self.sc, self.trace = label, scheme, sc, trace
         self.plans = _plans(scheme, I, sc)
         self.quorums = [scheme.quorum(t) for t in range(len(self.plans))]
+        # phases with the same timing and quorum are simulated together (a pipelined scheme's s + 1
+        # phases differ only in which partition each worker computes: one class)
+        classes: dict = {}
+        self.phase_class = np.array([classes.setdefault(
+            (pl.key, q.group.tobytes(), q.need, q.pick, q.guaranteed), len(classes))
+            for pl, q in zip(self.plans, self.quorums)], dtype=np.int64)
+        self.class_phase = [int(np.flatnonzero(self.phase_class == c)[0]) for c in range(len(classes))]
         self.check = decode_check == "exact"
         self.clock = 0.0
         self.refusals: list = []  # (iteration, Refusal) per refused arrived set, as SimResult.refusals
@@ -213,114 +292,132 @@ class _SchemeRun:
         self.worker_frames: list[pd.DataFrame] = []
 
     def run_block(self, its: np.ndarray, block: DrawBlock, decode_s: np.ndarray, extra: np.ndarray | None,
-                  next_ready: Callable) -> None:
-        """Simulate the block's iterations (consecutive, from ``its[0]``)."""
+                  next_ready: Callable, cum: np.ndarray | None = None) -> None:
+        """Simulate the block's iterations (consecutive, from ``its[0]``). ``cum``: the block's
+        :func:`cumulative_work`, when the caller shares it between schemes (else computed here)."""
         sc, scheme = self.sc, self.scheme
         B, n = block.delay_s.shape
         net = sc.network
         model_s = 0.0 if extra is not None else net.latency_s + sc.workload.model_bytes / net.bandwidth_bytes_per_s
-        work = block.compute_s * block.slowdown[:, :, None]
-        cum = np.concatenate([np.zeros((B, n, 1)), np.cumsum(work, axis=2)], axis=2)
-        phases = its % len(self.plans)
-        starts = np.empty(B)
-        decodable = np.empty(B)
+        if cum is None:
+            cum = cumulative_work(block)
+        full = self.trace == "full"
+        if len(self.class_phase) == 1:
+            groups = [np.arange(B)]
+        else:
+            cls = self.phase_class[its % len(self.plans)]
+            groups = [np.flatnonzero(cls == c) for c in range(len(self.class_phase))]
         n_used = np.empty(B, dtype=np.int64)
-        groups = [np.flatnonzero(phases == ph) for ph in range(len(self.plans))]
         per_phase = []
-        for ph, rows in enumerate(groups):
+        for c, rows in enumerate(groups):
             if len(rows) == 0:
-                per_phase.append(None)
                 continue
-            plan = self.plans[ph]
+            sel = slice(None) if len(rows) == B else rows  # a view of the block's arrays when it is all of it
+            plan, q = self.plans[self.class_phase[c]], self.quorums[self.class_phase[c]]
+            b = len(rows)
             if plan.d.max() > cum.shape[2] - 1:
                 raise SchemeError.param(scheme.name, f"assignment at iteration {int(its[rows[0]])}",
                                         f"at most {cum.shape[2] - 1} partitions per worker", int(plan.d.max()))
-            c = cum[rows]
-            widx = np.arange(n)
-            cb = c[:, widx[:, None], plan.bounds]  # (b, n, S) cumulative compute at each segment end
-            prev = np.concatenate([np.zeros((len(rows), n, 1)), cb[:, :, :-1]], axis=2)
-            dur = np.empty_like(cb)
-            dur[:, :, 0] = (block.delay_s[rows] + cb[:, :, 0]) - prev[:, :, 0]
-            dur[:, :, 1:] = cb[:, :, 1:] - prev[:, :, 1:]
-            dur[:, :, 1:] *= (np.arange(1, cb.shape[2]) < plan.n_seg[:, None])[None]  # padded segments: 0
-            dur = np.maximum(dur, 0.0)
-            off = extra[rows] if extra is not None else np.full((len(rows), n), model_s)
-            ends_rel = np.cumsum(np.concatenate([off[:, :, None], dur], axis=2), axis=2)[:, :, 1:]
-            arr_rel = ends_rel[:, plan.m_worker, plan.m_seg] + plan.up[None, :]
-            q = self.quorums[ph]
-            decisive, used = _decisive(arr_rel, q, np.arange(len(plan.up)))
+            off = extra[sel] if extra is not None else model_s  # (b, n), or one number for every worker
+            if plan.simple:
+                # dur = (delay + cum[d]) - cum[0] (minus 0.0 is exact); ends = cumsum([off, dur]) = off + dur
+                if np.all(plan.d == plan.d[0]):
+                    level = cum[:, :, int(plan.d[0])][sel]
+                else:
+                    level = cum[rows[:, None], np.arange(n)[None, :], plan.d[None, :]]
+                dur2 = block.delay_s[sel] + level
+                np.maximum(dur2, 0.0, out=dur2)
+                arr_rel = off + dur2
+                arr_rel += plan.up
+                dur = dur2[:, :, None]
+            else:
+                # (b, n, S) cumulative compute at each segment end
+                cb = cum[rows[:, None, None], np.arange(n)[None, :, None], plan.bounds[None, :, :]]
+                prev = np.concatenate([np.zeros((b, n, 1)), cb[:, :, :-1]], axis=2)
+                dur = np.empty_like(cb)
+                dur[:, :, 0] = (block.delay_s[sel] + cb[:, :, 0]) - prev[:, :, 0]
+                dur[:, :, 1:] = cb[:, :, 1:] - prev[:, :, 1:]
+                dur[:, :, 1:] *= (np.arange(1, cb.shape[2]) < plan.n_seg[:, None])[None]  # padded segments: 0
+                dur = np.maximum(dur, 0.0)
+                off_a = np.broadcast_to(off, (b, n))
+                ends_rel = np.cumsum(np.concatenate([off_a[:, :, None], dur], axis=2), axis=2)[:, :, 1:]
+                arr_rel = ends_rel[:, plan.m_worker, plan.m_seg] + plan.up[None, :]
+            decisive, used = _decisive(arr_rel, q, np.arange(len(plan.up)), want_used=full)
             if decisive is None:
                 raise SchemeError(f"scheme {self.label}: messages of iteration {int(its[rows[0]])} never became "
                                   f"decodable (a quorum group has fewer than {q.need} messages)")
             if not q.guaranteed and self.check:
                 decisive, used = self._checked(its[rows], arr_rel, decisive)
-            per_phase.append((rows, plan, dur, off, arr_rel, decisive, used))
-        # the master's clock, iteration by iteration, with the SimPy engine's float operations
-        dec_dur = np.zeros((B, 0))
-        wstar = np.empty(B, dtype=np.int64)
-        sstar = np.empty(B, dtype=np.int64)
-        upstar = np.empty(B)
-        S_max = max(p[2].shape[2] for p in per_phase if p is not None)
-        dec_dur = np.zeros((B, S_max))
-        offstar = np.empty(B)
-        for item in per_phase:
-            if item is None:
-                continue
-            rows, plan, dur, off, _arr, decisive, used = item
+            n_used[rows] = used.sum(axis=1) if used is not None else q.need * (int(q.group.max()) + 1)
+            per_phase.append((rows, sel, plan, dur, off, decisive, used))
+        # the master's clock, iteration by iteration, with the SimPy engine's float operations:
+        # start, + off, + each segment's duration up to the decisive message's (0 adds nothing), + its
+        # transfer = decodable, + decode = the next start: one sequential cumsum (add.accumulate)
+        S_max = max(p[3].shape[2] for p in per_phase)
+        steps = np.zeros((B, S_max + 3))
+        for rows, sel, plan, dur, off, decisive, used in per_phase:
             w = plan.m_worker[decisive]
-            wstar[rows], sstar[rows], upstar[rows] = w, plan.m_seg[decisive], plan.up[decisive]
-            dec_dur[rows, :dur.shape[2]] = dur[np.arange(len(rows)), w]
-            offstar[rows] = off[np.arange(len(rows)), w]
-            n_used[rows] = used.sum(axis=1)
-        clock = self.clock
-        dd, ss, uu, oo, ds = dec_dur.tolist(), sstar.tolist(), upstar.tolist(), offstar.tolist(), decode_s.tolist()
-        for b in range(B):
-            starts[b] = clock
-            x = clock + oo[b]
-            row = dd[b]
-            for j in range(ss[b] + 1):
-                if row[j] > 0:
-                    x = x + row[j]
-            x = x + uu[b]
-            decodable[b] = x
-            clock = x + ds[b]
-        self.clock = clock
-        ends = decodable + decode_s
+            ar = np.arange(len(rows))
+            seg = dur[ar, w]  # (b, S) the decisive worker's segments
+            S = seg.shape[1]
+            if S > 1:  # segments after the decisive message's are not waited for
+                seg = np.where(np.arange(S)[None, :] <= plan.m_seg[decisive][:, None], seg, 0.0)
+            steps[rows, 0] = off[ar, w] if extra is not None else off
+            steps[rows, 1:1 + S] = seg
+            steps[rows, S_max + 1] = plan.up[decisive]
+        steps[:, S_max + 2] = decode_s
+        acc = np.cumsum(np.concatenate([[self.clock], steps.ravel()]))[1:].reshape(B, S_max + 3)
+        decodable = acc[:, S_max + 1].copy()
+        ends = acc[:, S_max + 2].copy()
+        starts = np.empty(B)
+        starts[0] = self.clock
+        starts[1:] = ends[:-1]
+        self.clock = float(ends[-1])
         # absolute instants, overlap check, rows
         n_arrived = np.empty(B, dtype=np.int64)
-        for item in per_phase:
-            if item is None:
-                continue
-            rows, plan, dur, off, _arr, decisive, used = item
-            st = starts[rows]
-            cstart = st[:, None] + off  # (b, n)
-            ends_abs = np.empty_like(dur)
-            x = cstart
-            for j in range(dur.shape[2]):
-                x = np.where(dur[:, :, j] > 0, x + dur[:, :, j], x)
-                ends_abs[:, :, j] = x
-            arr_abs = ends_abs[:, plan.m_worker, plan.m_seg] + plan.up[None, :]
-            T = decodable[rows]
+        lat = sc.cancel_latency_s
+        for rows, sel, plan, dur, off, decisive, used in per_phase:
+            b = len(rows)
+            cstart = starts[sel][:, None] + off  # (b, n), or (b, 1) when off is one number
+            if plan.simple:
+                last_end = cstart + dur[:, :, 0]  # (+ 0.0 when the duration is 0: exact)
+                ends_abs = last_end[:, :, None]
+                arr_abs = last_end + plan.up
+            else:
+                cstart = np.broadcast_to(cstart, (b, n))
+                ends_abs = np.empty_like(dur)
+                x = cstart
+                for j in range(dur.shape[2]):
+                    x = np.where(dur[:, :, j] > 0, x + dur[:, :, j], x)
+                    ends_abs[:, :, j] = x
+                arr_abs = ends_abs[:, plan.m_worker, plan.m_seg] + plan.up[None, :]
+                last_end = np.take_along_axis(ends_abs, (plan.n_seg - 1)[None, :, None].repeat(b, 0), axis=2)[:, :, 0]
+            T = decodable[sel]
             in_time = arr_abs <= T[:, None]
-            n_arrived[rows] = in_time.sum(axis=1)
-            cancel_at = T + sc.cancel_latency_s if sc.cancel_latency_s > 0 else T
-            last_end = np.take_along_axis(ends_abs, (plan.n_seg - 1)[None, :, None].repeat(len(rows), 0), axis=2)[:, :, 0]
-            cancelled = (cstart <= cancel_at[:, None]) & (last_end > cancel_at[:, None])
-            free = np.where(cancelled, cancel_at[:, None], last_end)
-            if sc.cancel_granularity == "partition":
-                free = np.where(cancelled, self._partition_end(cstart, block.delay_s[rows], cum[rows], plan,
-                                                               cancel_at), free)
-            ready = next_ready(its[rows], ends[rows])  # (b,) instant the next iteration reaches the workers
-            late = free > ready[:, None]
-            if np.any(late):
-                b, w = np.argwhere(late)[0]
-                raise NeedsSimPy(f"worker {int(w)} of iteration {int(its[rows][b])} still busy when the next "
-                                 f"iteration reaches it, by {float(free[b, w] - ready[b]):.3g} s")
-            if self.trace == "full":
-                self._worker_rows(its[rows], rows, block, cum[rows], plan, cstart, ends_abs, arr_abs, in_time,
-                                  used, cancelled, cancel_at, extra)
-        if self.trace == "full" and len(per_phase) > 1:  # phases interleave: back to iteration order
-            k = sum(p is not None for p in per_phase)
+            n_arrived[rows] = np.count_nonzero(in_time, axis=1)
+            cancel_at = T + lat if lat > 0 else T
+            ready = next_ready(its[sel], ends[sel])  # (b,) instant the next iteration reaches the workers
+            exact_check = full or sc.cancel_granularity == "partition" or bool(np.any(cancel_at > ready))
+            if not exact_check:
+                # with cancel_at <= ready a cancelled worker is free in time: only one still computing past
+                # the next dispatch can be late, so the exact test runs only when some last_end > ready
+                exact_check = bool(np.any(last_end > ready[:, None]))
+            if exact_check:
+                cancelled = (cstart <= cancel_at[:, None]) & (last_end > cancel_at[:, None])
+                free = np.where(cancelled, cancel_at[:, None], last_end)
+                if sc.cancel_granularity == "partition":
+                    free = np.where(cancelled, self._partition_end(np.broadcast_to(cstart, (b, n)), block.delay_s[sel],
+                                                                   cum[rows], plan, cancel_at), free)
+                late = free > ready[:, None]
+                if np.any(late):
+                    bb, w = np.argwhere(late)[0]
+                    raise NeedsSimPy(f"worker {int(w)} of iteration {int(its[rows][bb])} still busy when the next "
+                                     f"iteration reaches it, by {float(free[bb, w] - ready[bb]):.3g} s")
+                if full:
+                    self._worker_rows(its[rows], rows, block, cum[rows], plan, np.broadcast_to(cstart, (b, n)),
+                                      ends_abs, arr_abs, in_time, used, cancelled, cancel_at, extra)
+        if full and len(per_phase) > 1:  # phases interleave: back to iteration order
+            k = len(per_phase)
             block_df = pd.concat(self.worker_frames[-k:], ignore_index=True)
             del self.worker_frames[-k:]
             self.worker_frames.append(block_df.sort_values(["iteration", "worker"], kind="stable", ignore_index=True))
@@ -466,7 +563,7 @@ def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None,
         tick = None
     net = sc.network
     model_s = net.latency_s + sc.workload.model_bytes / net.bandwidth_bytes_per_s
-    step = max(1, BLOCK_WORKER_ITERATIONS // max(1, n))
+    step = block_iterations(n, max_load if process.compute is not None and process.compute.n_uniforms else 0)
     try:
         for a in range(0, I, step):
             its = np.arange(a, min(I, a + step))
@@ -474,13 +571,14 @@ def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None,
             decode_s = decode_all[its]
             _check_block(sc, block, decode_s, its)
             extra = _dispatch_block(sc, its)
+            cum = cumulative_work(block)
 
             for r in runs:
                 def next_ready(rows_its, rows_ends, extra=extra):
                     # the next iteration starts at this one's end and reaches the workers model_s later
                     # (with network.dispatch: at its start, then each worker waits its own draw)
                     return rows_ends + (0.0 if extra is not None else model_s)
-                r.run_block(its, block, decode_s, extra, next_ready)
+                r.run_block(its, block, decode_s, extra, next_ready, cum=cum)
                 if tick is not None:
                     tick(len(its))
     finally:
@@ -503,6 +601,11 @@ def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None,
 
 def _check_block(sc: Scenario, block: DrawBlock, decode_s: np.ndarray, its: np.ndarray) -> None:
     """The SimPy engine's finite-draw check on one block, naming absolute iterations."""
+    if block.compute_s.size and block.compute_s.strides[:2] == (0, 0):  # one broadcast compute draw: check it once
+        block = replace(block, compute_s=block.compute_s[:1, :1])
+    arrays = (block.delay_s, block.slowdown, block.compute_s, decode_s, block.call_overhead_s)
+    if all(a is None or bool(np.isfinite(a).all()) for a in arrays):  # the usual case: no search for the culprit
+        return
     try:
         _check_finite_draws(sc, block, decode_s)
     except ConfigError as e:
