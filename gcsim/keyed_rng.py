@@ -38,18 +38,19 @@ _TO_DOUBLE = 1.0 / 9007199254740992.0
 
 
 def _hashmix(value: np.ndarray, hc: list[int]) -> np.ndarray:
-    """seed_seq ``hashmix`` on uint32 arrays; ``hc`` is the one-element running hash constant."""
-    with np.errstate(over="ignore"):
-        value = value ^ _U32(hc[0])
-        hc[0] = (hc[0] * _MULT_A) & 0xFFFFFFFF
-        value = value * _U32(hc[0])
-        return value ^ (value >> _U32(16))
+    """seed_seq ``hashmix`` on uint32 arrays; ``hc`` is the one-element running hash constant. (Array
+    operations wrap modulo 2**32 without a warning: no errstate needed; the arguments are never 0-d.)"""
+    value = value ^ _U32(hc[0])
+    hc[0] = (hc[0] * _MULT_A) & 0xFFFFFFFF
+    value *= _U32(hc[0])
+    value ^= value >> _U32(16)
+    return value
 
 
 def _mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        r = _U32(_MIX_MULT_L) * x - _U32(_MIX_MULT_R) * y
-        return r ^ (r >> _U32(16))
+    r = _U32(_MIX_MULT_L) * x - _U32(_MIX_MULT_R) * y
+    r ^= r >> _U32(16)
+    return r
 
 
 def _seed_states(words) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -110,14 +111,12 @@ class _Pcg:
         N = self.inc_lo.shape
         self.a, self.b, self.c, self.d = (np.empty(N, dtype=_U64) for _ in range(4))
         # pcg_setseq_128_srandom_r: state = 0; step (state = inc); state += initstate; step; then the
-        # further steps: x = inc + initstate, state = x·M**k + inc·C_k
-        x_lo = self.inc_lo + s_lo
-        x_hi = self.inc_hi + s_hi + (x_lo < self.inc_lo)
+        # further steps: with x = inc + initstate, state = x·M**k + inc·C_k = initstate·A + inc·(A + C)
         A, C = _jump(steps)
         self.lo, self.hi = np.empty(N, dtype=_U64), np.empty(N, dtype=_U64)
-        self._mul_const(x_hi, x_lo, A, self.hi, self.lo)
+        self._mul_const(s_hi, s_lo, A, self.hi, self.lo)
         e_hi, e_lo = np.empty(N, dtype=_U64), np.empty(N, dtype=_U64)
-        self._mul_const(self.inc_hi, self.inc_lo, C, e_hi, e_lo)
+        self._mul_const(self.inc_hi, self.inc_lo, (A + C) & (2**128 - 1), e_hi, e_lo)
         np.add(self.lo, e_lo, out=self.lo)
         np.less(self.lo, e_lo, out=self.a, casting="unsafe")  # carry of the low add
         np.add(self.hi, e_hi, out=self.hi)
@@ -251,7 +250,7 @@ def grid_uniforms(parts, width: int, start: int = 0) -> np.ndarray:
 
 
 #: keys per vectorised pass (a few uint64 buffers of this length stay in a 1-2 MB cache)
-_CHUNK = 16384
+_CHUNK = 32768
 
 
 def stream_keys(*parts) -> np.ndarray:
