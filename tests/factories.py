@@ -145,6 +145,16 @@ def simulated_run(run_dir: Path, schemes: list[dict], *, n: int = 6, iterations:
 TRAIN_PER_CLASS, TEST_PER_CLASS = 3, 2
 
 
+def write_bimodal_scenario(path: Path, *, n: int, iterations: int) -> Path:
+    """A closed-form advise scenario: constant 0.05 s per partition, no communication cost, a 1 s
+    delay with probability 0.2 (``uncoded`` listed; advise searches every scheme). Returns ``path``."""
+    path.write_text(yaml.safe_dump({
+        "name": "cf", "n_workers": n, "iterations": iterations, "schemes": [{"name": "uncoded"}],
+        "workload": {"gradient_bytes": 0.0, "compute": {"dist": "constant", "value": 0.05}},
+        "stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 1.0}}}))
+    return path
+
+
 def image_pixels(split: str, label: int, i: int) -> np.ndarray:
     """Deterministic content of image ``i`` of class ``label`` in ``split`` ("train" or "test"):
     a (32, 32, 3) uint8 RGB array, distinct per split/class/index."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-import yaml
+from factories import write_bimodal_scenario
 from scipy.stats import binom
 
 from gcsim.advise.search import advise
@@ -67,10 +67,7 @@ def test_says_why_no_coded_scheme_beats_uncoded():
 
 def test_cli_writes_run_directory(tmp_path):
     from gcsim.cli import main
-    p = tmp_path / "sc.yaml"
-    p.write_text(yaml.safe_dump({"name": "cf", "n_workers": 4, "iterations": 50, "schemes": [{"name": "uncoded"}],
-                                 "workload": {"gradient_bytes": 0.0, "compute": {"dist": "constant", "value": 0.05}},
-                                 "stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 1.0}}}))
+    p = write_bimodal_scenario(tmp_path / "sc.yaml", n=4, iterations=50)
     out = tmp_path / "adv"
     assert main(["advise", str(p), "--iterations", "50", "--max-s", "1", "--out", str(out)]) == 0
     assert sorted(f.name for f in out.iterdir()) == ["advice.csv", "advice.md", "advice_n4.png", "config.yaml",
@@ -132,10 +129,7 @@ def test_cli_time_to_target(tmp_path, capsys):
     import pandas as pd
 
     from gcsim.cli import main
-    p = tmp_path / "sc.yaml"
-    p.write_text(yaml.safe_dump({"name": "cf", "n_workers": 4, "iterations": 50, "schemes": [{"name": "uncoded"}],
-                                 "workload": {"gradient_bytes": 0.0, "compute": {"dist": "constant", "value": 0.05}},
-                                 "stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 1.0}}}))
+    p = write_bimodal_scenario(tmp_path / "sc.yaml", n=4, iterations=50)
     out = tmp_path / "adv"
     assert main(["advise", str(p), "--iterations", "50", "--max-s", "1", "--out", str(out),
                  "--iterations-to-target", "uncoded=100,pgc-cr=300"]) == 0

@@ -22,6 +22,7 @@ from gcsim.advise.search import VERIFY_TOP, advise
 from gcsim.scenario import validate_scenario
 
 from test_advise import closed_form_means, _scenario as closed_form_scenario
+from factories import write_bimodal_scenario
 
 KEYS = ["scheme", "s", "m"]
 
@@ -153,13 +154,8 @@ def test_top_decode_check_with_refusals(monkeypatch):
 def test_cli_decode_check_and_meta(tmp_path, capsys):
     import json
 
-    import yaml
-
     from gcsim.cli import main
-    p = tmp_path / "sc.yaml"
-    p.write_text(yaml.safe_dump({"name": "cf", "n_workers": 6, "iterations": 60, "schemes": [{"name": "uncoded"}],
-                                 "workload": {"gradient_bytes": 0.0, "compute": {"dist": "constant", "value": 0.05}},
-                                 "stragglers": {"delay": {"dist": "bimodal", "p": 0.2, "delay": 1.0}}}))
+    p = write_bimodal_scenario(tmp_path / "sc.yaml", n=6, iterations=60)
     out = tmp_path / "adv"
     assert main(["advise", str(p), "--iterations", "60", "--decode-check", "all", "--out", str(out)]) == 0
     text = capsys.readouterr().out
