@@ -49,6 +49,11 @@ def _command_line(ctx: click.Context) -> str:
               help="With --cpu-source measured and --calibrate-from: per-partition CPU work as calibrated, or scaled "
                    "to each target's measured CPU per partition (a diagnostic of machine-speed drift between runs, "
                    "basis 'given machine state', not a prediction).")
+@click.option("--background", "background", type=click.Choice(["fitted", "measured"]), default="fitted",
+              show_default=True,
+              help="With --cpu-source measured: the steady CPU other processes take from the workers, fitted so the "
+                   "simulated calibration run's workers get the cores their CPU clocks say they got, or as measured "
+                   "(all the other-process CPU while the master waited, including what ran only on idle cycles).")
 @click.option("--bootstrap", "n_resamples", type=int, default=2000, show_default=True,
               help="Bootstrap resamples per confidence interval.")
 @click.option("--seed", type=IntOption(0, 2**32 - 1), default=0, show_default=True,
@@ -57,7 +62,7 @@ def _command_line(ctx: click.Context) -> str:
               help="Output directory (default runs/compare/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
-            load_from, speed_from, n_resamples, seed, out_dir, progress):
+            load_from, speed_from, background, n_resamples, seed, out_dir, progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -83,7 +88,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
 
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
-                             load_from=load_from, speed_from=speed_from)
+                             load_from=load_from, speed_from=speed_from, background=background)
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:

@@ -31,6 +31,8 @@ from gcsim.errors import ConfigError
 MODES = ("scenario", "paired")
 #: where the other-process CPU (``workload.background``) of a prediction comes from
 LOAD_SOURCES = ("calibration", "target")
+#: how the steady other-process CPU of a ``cpu_source="measured"`` calibration is set
+BACKGROUND_SOURCES = ("fitted", "measured")
 
 
 def basis_of(mode: str, calibrated_from: str | None, run_label: str, given_state: bool = False) -> str:
@@ -83,6 +85,12 @@ class CompareOptions:
             clocks) over the calibration's: a diagnostic of how much of an error is the machine's CPU
             speed drifting between runs (a shared VM's cores run 5-9 % faster or slower minutes apart),
             not a prediction (:func:`basis_of` says ``given machine state``).
+        background: with ``cpu_source="measured"`` and ``load_from="calibration"``: ``"fitted"``
+            (default) – the steady background while the master waits is fitted so that the
+            simulated calibration run's workers get the cores its measured workers' CPU clocks say
+            they got (:func:`gcsim.compare.worker_share.fit_steady_background`); ``"measured"`` – the
+            other-process CPU measured while waiting, all of it charged as a priority load (it
+            includes CPU that ran only on cycles the workers left idle).
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -97,6 +105,7 @@ class CompareOptions:
     cpu_source: Literal["wall", "measured"] = "wall"
     load_from: Literal["calibration", "target"] = "calibration"
     speed_from: Literal["calibration", "target"] = "calibration"
+    background: Literal["fitted", "measured"] = "fitted"
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -115,6 +124,8 @@ class CompareOptions:
             raise ConfigError("--load-from", f"one of {', '.join(LOAD_SOURCES)}", self.load_from)
         if self.speed_from not in LOAD_SOURCES:
             raise ConfigError("--speed-from", f"one of {', '.join(LOAD_SOURCES)}", self.speed_from)
+        if self.background not in BACKGROUND_SOURCES:
+            raise ConfigError("--background", f"one of {', '.join(BACKGROUND_SOURCES)}", self.background)
 
 
 @dataclass
@@ -274,6 +285,17 @@ def partition_cpu_s(workers: pd.DataFrame, run: RunDir, warmup: int, scheme: str
     return float(np.median(v)) if v.size else float("nan")
 
 
+def _fit_background(run: RunDir, cal: Calibration, options: CompareOptions, warmup: int,
+                    simulate: Callable | None, scheme: str | None = None) -> Calibration:
+    """``cal`` with its steady background fitted to ``run``'s workers' CPU when ``options`` ask for it
+    (``cpu_source="measured"``, ``background="fitted"``, ``load_from="calibration"``), else ``cal``."""
+    if options.cpu_source != "measured" or options.background != "fitted" or options.load_from != "calibration":
+        return cal
+    from gcsim.compare.worker_share import fit_steady_background
+
+    return fit_steady_background(run, scheme or run.schemes[0], cal, warmup=warmup, simulate=simulate)[0]
+
+
 def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_from: RunDir | None = None,
                  options: CompareOptions = CompareOptions(), simulate: Callable | None = None,
                  progress: bool = False) -> CompareResult:
@@ -300,6 +322,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
             require_same_n(calibrate_from, run)
         w_src = min(_warmup_for(calibrate_from, s, options.warmup) for s in calibrate_from.schemes)
         shared = calibrate(calibrate_from, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
+        shared = _fit_background(calibrate_from, shared, options, w_src, simulate)
         calibrations["+".join(shared.source)] = shared
     work = [(run, sch) for run, schemes in targets for sch in schemes]
     counts = pd.Series([sch for _, sch in work]).value_counts()
@@ -310,6 +333,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
             w = _warmup_for(run, sch, options.warmup)
             if calibrate_from is None:
                 cal = calibrate(run, schemes={run.label: [sch]}, warmup=w, use_measured_cpu=options.cpu_source == "measured")
+                cal = _fit_background(run, cal, options, w, simulate, scheme=sch)
                 calibrations[f"{run.label}:{sch}"] = cal
             else:
                 cal = shared
@@ -358,5 +382,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
 
 
-__all__ = ["LOAD_SOURCES", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["BACKGROUND_SOURCES", "LOAD_SOURCES", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

@@ -59,7 +59,7 @@ def _uses_measured_cpu(run: RunDir) -> bool:
 
 
 def calibrated_scenario(run: RunDir, *, warmup: int = 10, name: str | None = None,
-                        schemes: list[dict] | None = None) -> tuple[dict, Calibration]:
+                        schemes: list[dict] | None = None, background: str = "fitted") -> tuple[dict, Calibration]:
     """Scenario data calibrated from ``run`` (every scheme of the run pooled) and the calibration.
 
     Args:
@@ -67,6 +67,10 @@ def calibrated_scenario(run: RunDir, *, warmup: int = 10, name: str | None = Non
         warmup: iterations dropped at the start of each scheme (clipped to leave 2).
         name: scenario name (default: ``calibrated-<run label>``).
         schemes: scheme entries (default :func:`default_schemes` for the run's n).
+        background: ``"fitted"`` (default): with the workers' CPU clocks in the trace, the steady
+            background while the master waits is fitted to the cores the workers got
+            (:func:`gcsim.compare.worker_share.fit_steady_background`, on the run's first scheme);
+            ``"measured"``: the other-process CPU as measured.
     Returns:
         ``(data, calibration)``; ``data`` validates with :func:`gcsim.scenario.validate_scenario`.
     Raises:
@@ -75,6 +79,10 @@ def calibrated_scenario(run: RunDir, *, warmup: int = 10, name: str | None = Non
     n_it = min(int(run.iterations_of(s)["iteration"].nunique()) for s in run.schemes)
     w = max(0, min(int(warmup), n_it - 2))
     cal = calibrate(run, warmup=w, use_measured_cpu=_uses_measured_cpu(run))
+    if background == "fitted" and _uses_measured_cpu(run):
+        from gcsim.compare.worker_share import fit_steady_background
+
+        cal = fit_steady_background(run, run.schemes[0], cal, warmup=w)[0]
     data = scenario_data(run, run.schemes[0], cal)
     data["name"] = name or ("calibrated-" + data["name"])[:100]
     data["schemes"] = schemes if schemes is not None else default_schemes(run.n_workers)

@@ -1,0 +1,78 @@
+"""The cores the workers got while computing (their CPU clocks against the processor-sharing model)
+and the steady background fitted to it (gcsim.compare.worker_share; issue 9, finding 11)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gcsim.compare.calibrate import calibrate
+from gcsim.compare.pipeline import CompareOptions
+from gcsim.compare.rundir import read_run_dir
+from gcsim.compare.worker_share import fit_steady_background, worker_cores
+from gcsim.errors import ConfigError
+from gcsim.scenario import validate_scenario
+from gcsim.sim.engine import simulate
+from gcsim.sim.output import write_sim_run
+
+C = 0.03  # CPU-seconds per partition
+
+
+def _scenario(wait, cores=2.0, iterations=40, schemes=None):
+    return {"name": "share", "n_workers": 6, "iterations": iterations, "seed": 3,
+            "schemes": schemes or [{"name": "uncoded"}],
+            "stragglers": {"delay": {"dist": "expon", "scale": 0.05}},
+            "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": C}, "cores": cores,
+                         "background": {"wait": {"dist": "constant", "value": wait},
+                                        "finish": {"dist": "constant", "value": wait}}},
+            "master": {"decode_s": {"dist": "constant", "value": 0.005}}}
+
+
+@pytest.mark.parametrize("wait", [0.0, 0.7, 1.4])
+def test_worker_cores_inverts_the_simulated_sharing(wait):
+    """Six workers on 2 cores with `wait` cores taken at priority share 2 - wait cores: the estimator
+    returns that capacity from their CPU clocks and busy intervals alone."""
+    res = simulate(validate_scenario(_scenario(wait)))
+    got = worker_cores(res.workers, 2.0)
+    assert got == pytest.approx(2.0 - wait, abs=2e-3)
+
+
+def test_worker_cores_uncontended_and_without_clocks():
+    res = simulate(validate_scenario(_scenario(0.0, cores=8.0)))  # 6 workers on 8 cores: never contended
+    assert worker_cores(res.workers, 8.0) == 8.0
+    assert worker_cores(res.workers.drop(columns=["compute_cpu_s"]), 8.0) is None
+
+
+def test_fit_removes_cpu_that_ran_only_on_idle_cycles(tmp_path):
+    """A run whose other processes took 0.5 cores at priority, and whose trace also records 0.8 cores
+    of elastic CPU while the master waited (it ran on cycles the workers left idle and slowed no
+    one): the measured background is 1.3 cores, the fitted one is back to 0.5."""
+    sc = validate_scenario(_scenario(0.5))
+    run_dir = write_sim_run(simulate(sc), sc, tmp_path / "run")
+    its = pd.read_csv(run_dir / "iterations.csv")
+    its["other_cpu_wait_s"] += 0.8 * (its["decodable_s"] - its["start_s"])
+    its.to_csv(run_dir / "iterations.csv", index=False)
+    run = read_run_dir(run_dir)
+    cal = calibrate(run, warmup=2, use_measured_cpu=True)
+    assert cal.background_wait_cores == pytest.approx(1.3, abs=0.02)
+    fitted, fit = fit_steady_background(run, "uncoded", cal, warmup=2)
+    assert fit.measured_wait_cores == cal.background_wait_cores
+    assert fitted.background_wait_cores == pytest.approx(0.5, abs=0.02)
+    assert fit.observed_worker_cores == pytest.approx(1.5, abs=2e-3)
+    assert fit.simulated_worker_cores == pytest.approx(fit.observed_worker_cores, abs=2e-3)
+    assert any("fitted to the workers' CPU" in note for note in fitted.notes)
+    # everything else of the calibration is kept
+    np.testing.assert_array_equal(fitted.compute_values_s, cal.compute_values_s)
+    assert fitted.background_finish_cores == cal.background_finish_cores
+
+
+def test_nothing_to_fit_without_cores_or_background(tmp_path):
+    sc = validate_scenario(_scenario(0.5))
+    run = read_run_dir(write_sim_run(simulate(sc), sc, tmp_path / "run"))
+    wall = calibrate(run, warmup=2)  # wall-time calibration: no measured background
+    assert fit_steady_background(run, "uncoded", wall) == (wall, None)
+
+
+def test_background_option_is_checked():
+    assert CompareOptions().background == "fitted"
+    with pytest.raises(ConfigError, match=r"--background: expected one of fitted, measured, got 'guess'"):
+        CompareOptions(background="guess")
