@@ -37,10 +37,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from gcsim import streams
 from gcsim.errors import ConfigError
 
 #: stream index of the replay's keyed draws (not a worker index; MASTER_STREAM is 2**32 - 1)
-REPLAY_STREAM = 2**32 - 2
+REPLAY_STREAM = streams.REPLAY
 
 
 @lru_cache(maxsize=16)

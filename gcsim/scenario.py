@@ -41,6 +41,7 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, model_validator
 
+from gcsim.streams import MAX_WORKERS
 from gcsim.errors import ConfigError, SchemeError
 from gcsim.latency import (TAG_PREFIX, BimodalSpec, ConstantSpec, DistSpec, EmpiricalSpec, MISSING, MixtureComponent,
                            MixtureSpec, ScipySpec, ShiftedExponSpec, SpecFieldError)
@@ -224,7 +225,7 @@ class Scenario(_Model):
     """
 
     name: str
-    n_workers: Annotated[StrictInt, Field(ge=1)]
+    n_workers: Annotated[StrictInt, Field(ge=1, le=MAX_WORKERS)]  # worker indices stay below every stream tag (gcsim.streams)
     iterations: Annotated[StrictInt, Field(ge=1)] = 1000
     seed: Annotated[StrictInt, Field(ge=0, lt=2**32)] = 0
     schemes: list[SchemeSpec] = Field(min_length=1)

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gcsim import streams
 from gcsim.keyed_rng import grid_uniforms, keyed_uniforms, stream_keys
 from gcsim.latency import Distribution, build_distribution
 from gcsim.scenario import Stragglers
 
 #: Worker index used for the master's stream (never a real worker index).
-MASTER_STREAM = 2**32 - 1
+MASTER_STREAM = streams.MASTER
 
 
 def worker_rng(seed: int, worker: int, iteration: int) -> np.random.Generator:

@@ -10,7 +10,7 @@ import pytest
 from gcsim.errors import ConfigError
 from gcsim.scenario import validate_scenario
 from gcsim.sim.engine import simulate
-from gcsim.study.protocol import (NoisyNeighbour, ProtocolOptions, compare_protocol, discordant_pairs,
+from gcsim.study.protocol import (NoisyNeighbour, neighbour_needed, ProtocolOptions, compare_protocol, discordant_pairs,
                                   iterations_for_half_width, plan_sequence, summarize_protocol)
 
 SCHEMES = [("uncoded", True), ("ignore-stragglers", False), ("gc-fr", True), ("gc-cr", True), ("pgc-fr", False)]
@@ -64,6 +64,13 @@ def _run(tmp_path, label, scheme, background, seed):
         "policy": "cancel", "master": {"decode_s": {"dist": "constant", "value": 0.005}},
     })
     return write_sim_run(simulate(sc), sc, tmp_path / label)
+
+
+def test_noisy_neighbour_runs_only_while_runs_are_made():
+    noisy = ProtocolOptions(noisy_neighbour=True)
+    assert neighbour_needed(noisy, ["skip", "resume", "skip"])
+    assert not neighbour_needed(noisy, ["skip", "skip"])  # recomputed from finished traces: no busy loop
+    assert not neighbour_needed(ProtocolOptions(), ["start"])
 
 
 def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):

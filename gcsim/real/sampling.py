@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from gcsim import streams
 from gcsim.errors import ConfigError
 
 #: Stream tag separating the sampler's generators from the straggler generators of the same seed.
-SAMPLER_STREAM = 0x5A4D
+SAMPLER_STREAM = streams.SAMPLER
 
 
 def shard_indices(n_train: int, k: int, seed: int) -> list[np.ndarray]:

@@ -52,6 +52,7 @@ import pandas as pd
 import simpy
 from simpy.events import Condition
 
+from gcsim import streams
 from gcsim.errors import ConfigError, SchemeError
 from gcsim.latency import build_distribution
 from gcsim.scenario import Scenario
@@ -284,9 +285,9 @@ class _Plans:
 
 
 #: key of the per worker-iteration dispatch stream (``network.dispatch``), apart from the straggler streams
-DISPATCH_STREAM = 0xD15FA7C4
+DISPATCH_STREAM = streams.DISPATCH
 #: key of the per-iteration background-CPU stream (``workload.background``)
-BACKGROUND_STREAM = 0xB6C0C0E5
+BACKGROUND_STREAM = streams.BACKGROUND
 #: Share of a core a niceness-15 worker keeps against a busy niceness-0 process under Linux CFS
 #: (weights 36 and 1024, ``sched_prio_to_weight`` in kernel/sched/core.c).
 NICE15_SHARE = 36.0 / (1024.0 + 36.0)

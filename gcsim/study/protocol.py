@@ -176,6 +176,13 @@ class NoisyNeighbour:
         return False
 
 
+def neighbour_needed(options: ProtocolOptions, actions: list[str]) -> bool:
+    """Whether the noisy neighbour must run: asked for, and some run is to be started, resumed or
+    restarted (``RunPlan.action`` other than ``skip``). Recomputing a noisy pass from its finished
+    traces starts no busy loop; ``noisy_neighbour`` then only labels the report and sets its band."""
+    return bool(options.noisy_neighbour) and any(a != "skip" for a in actions)
+
+
 def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Callable[[str], None]) -> bool:
     from gcsim.study.pipeline import SchemeRun, _execute_runs
     from gcsim.study.plan import plan_run
@@ -185,7 +192,10 @@ def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Cal
         for label, cfg, sc in seq:
             run_dir = Path(options.runs_root) / path.stem / label
             runs.append(SchemeRun(cfg, sc, plan_run(run_dir, cfg, sc)))
-    with NoisyNeighbour(options.noisy_neighbour, options.neighbour_session) as nn:
+    busy = neighbour_needed(options, [r.plan.action for r in runs])
+    if options.noisy_neighbour and not busy:
+        log("noisy neighbour: not started (every run is finished; the report is labelled as a noisy pass)")
+    with NoisyNeighbour(busy, options.neighbour_session) as nn:
         if nn.proc is not None:
             log(f"noisy neighbour: pid {nn.proc.pid} keeps one core busy at normal priority "
                 f"({'in this session' if nn.session == 'same' else 'in a session of its own'})")
