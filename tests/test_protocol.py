@@ -81,7 +81,8 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
             "uncoded-b": _run(tmp_path, "uncoded-b", "uncoded", 0.4, 4)}
     exact = {"uncoded": True, "gc-fr": True, "gc-cr": True}
     table = compare_protocol({"bimodal": runs}, ProtocolOptions(replications=3, warmup=5), exact)
-    assert set(table["comparison"]) == {"from-uncoded", "from-uncoded-given-load", "from-gc-fr", "from-uncoded-wall",
+    assert set(table["comparison"]) == {"from-uncoded", "from-uncoded-ab", "from-uncoded-given-load", "from-gc-fr",
+                                        "from-uncoded-wall",
                                         "check-uncoded-paired", "calibrate-file-uncoded", "given-uncoded-load-and-speed"}
     assert set(table.loc[table.comparison == "check-uncoded-paired", "basis"]) == {"model check"}
     assert set(table.loc[table.comparison == "given-uncoded-load-and-speed", "basis"]) == {"given machine state"}
@@ -101,6 +102,10 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
     assert summary.loc["from-uncoded", "exact_targets"] == 2  # gc-fr, gc-cr (uncoded-b is the noise floor)
     assert np.isfinite(summary.loc["from-uncoded", "noise_floor_mean_err"])
     assert summary.loc["from-uncoded-given-load", "worst_abs_mean_err"] < summary.loc["from-uncoded", "worst_abs_mean_err"]
+    # pooled from uncoded-a and uncoded-b: both calibrate, neither is scored
+    assert set(g.loc["from-uncoded-ab"].index) == {"gc-fr", "gc-cr"}
+    assert abs(g.loc[("from-uncoded-ab", "gc-fr"), "err_mean"]) < 0.08
+    assert set(table.loc[table.comparison == "from-uncoded-ab", "calibrated_from"]) == {"uncoded-a+uncoded-b"}
 
 
 def test_iterations_for_a_3_percent_ci_and_the_pairs_in_the_wrong_order():

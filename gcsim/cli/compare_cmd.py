@@ -19,9 +19,11 @@ def _command_line(ctx: click.Context) -> str:
 @click.argument("run_dirs", nargs=-1, metavar="[RUN_DIR ...]")
 @click.option("--runs-root", default="runs/real", show_default=True, metavar="DIR",
               help="Without RUN_DIR: take the newest complete run per scheme under DIR.")
-@click.option("--calibrate-from", "calibrate_from", default=None, metavar="RUN",
+@click.option("--calibrate-from", "calibrate_from", multiple=True, metavar="RUN",
               help="Calibrate compute/network/master from this run only and predict every compared run "
-                   "(same n required). Default: each run calibrates from itself.")
+                   "(same n required); repeat it to pool several runs (e.g. the same scheme run before and "
+                   "after the targets, which averages the machine's drift). Default: each run calibrates "
+                   "from itself.")
 @click.option("--replications", type=int, default=5, show_default=True,
               help="Simulated replications per compared scheme.")
 @click.option("--warmup", type=int, default=None,
@@ -100,7 +102,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
         for line in skipped:
             click.echo(f"gcsim compare: skipped {line}", err=True)
         targets = [(read_run_dir(f.path), list(f.schemes)) for f in found]
-    source = read_run_dir(calibrate_from) if calibrate_from is not None else None
+    source = [read_run_dir(p) for p in calibrate_from] or None
     if progress is None:
         progress = sys.stderr.isatty()
     out = new_run_dir(out_dir, root=DEFAULT_COMPARE_ROOT, prefix="")  # before the expensive part
@@ -112,7 +114,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
         raise
 
     table = result.table()
-    src = (f"calibrated from {source.label}" if source is not None
+    src = (f"calibrated from {' + '.join(r.label for r in source)}" if source is not None
            else "each run calibrated from itself (in sample)")
     click.echo(f"{len(table)} scheme(s) compared, {options.mode} mode, {options.replications} replication(s), "
                f"{src}")

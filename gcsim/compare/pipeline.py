@@ -285,25 +285,40 @@ def partition_cpu_s(workers: pd.DataFrame, run: RunDir, warmup: int, scheme: str
     return float(np.median(v)) if v.size else float("nan")
 
 
-def _fit_background(run: RunDir, cal: Calibration, options: CompareOptions, warmup: int,
+def _fit_background(runs: RunDir | Sequence[RunDir], cal: Calibration, options: CompareOptions, warmup: int,
                     simulate: Callable | None, scheme: str | None = None) -> Calibration:
-    """``cal`` with its steady background fitted to ``run``'s workers' CPU when ``options`` ask for it
-    (``cpu_source="measured"``, ``background="fitted"``, ``load_from="calibration"``), else ``cal``."""
+    """``cal`` with its steady background fitted to the workers' CPU of ``runs`` when ``options`` ask
+    for it (``cpu_source="measured"``, ``background="fitted"``, ``load_from="calibration"``), else
+    ``cal``. Several (pooled) calibration runs: each is fitted with the pooled calibration and the
+    fitted steady rates are averaged."""
     if options.cpu_source != "measured" or options.background != "fitted" or options.load_from != "calibration":
         return cal
     from gcsim.compare.worker_share import fit_steady_background
 
-    return fit_steady_background(run, scheme or run.schemes[0], cal, warmup=warmup, simulate=simulate)[0]
+    runs = [runs] if isinstance(runs, RunDir) else list(runs)
+    fits = [fit_steady_background(r, scheme or r.schemes[0], cal, warmup=warmup, simulate=simulate) for r in runs]
+    if len(fits) == 1:
+        return fits[0][0]
+    got = [f for _, f in fits if f is not None]
+    if not got:
+        return cal
+    mean = float(np.mean([f.fitted_wait_cores for f in got]))
+    note = (f"steady background fitted to the workers' CPU of each calibration run "
+            f"({', '.join(f'{f.fitted_wait_cores:.3f}' for f in got)} cores) and averaged: {mean:.3f} cores")
+    return dataclasses.replace(cal, background_wait_cores=mean, notes=tuple(cal.notes) + (note,))
 
 
-def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_from: RunDir | None = None,
+def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
+                 calibrate_from: RunDir | Sequence[RunDir] | None = None,
                  options: CompareOptions = CompareOptions(), simulate: Callable | None = None,
                  progress: bool = False) -> CompareResult:
     """Compare every (run, scheme) of ``targets`` with its calibrated simulation.
 
     Args:
         targets: ``(run, schemes)`` pairs (schemes: labels present in the run).
-        calibrate_from: calibrate once from this run and predict every target (which must have the
+        calibrate_from: calibrate once from this run (or these runs, pooled: e.g. the calibration
+            scheme run before and after the targets, which averages a drift of the machine between
+            them) and predict every target (which must have the
             same ``n``); default: each run calibrates from itself.
         options: :class:`CompareOptions`.
         simulate: ``simulate(scenario, iterations=..., progress=False) -> SimResult`` (default
@@ -317,12 +332,14 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
         RunDirError: calibration data missing from a run.
     """
     calibrations: dict[str, Calibration] = {}
-    if calibrate_from is not None:
+    sources = None if calibrate_from is None else (
+        [calibrate_from] if isinstance(calibrate_from, RunDir) else list(calibrate_from))
+    if sources is not None:
         for run, _ in targets:
-            require_same_n(calibrate_from, run)
-        w_src = min(_warmup_for(calibrate_from, s, options.warmup) for s in calibrate_from.schemes)
-        shared = calibrate(calibrate_from, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
-        shared = _fit_background(calibrate_from, shared, options, w_src, simulate)
+            require_same_n(sources[0], run)
+        w_src = min(_warmup_for(src, s, options.warmup) for src in sources for s in src.schemes)
+        shared = calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
+        shared = _fit_background(sources, shared, options, w_src, simulate)
         calibrations["+".join(shared.source)] = shared
     work = [(run, sch) for run, schemes in targets for sch in schemes]
     counts = pd.Series([sch for _, sch in work]).value_counts()
@@ -331,7 +348,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
     try:
         for k, (run, sch) in enumerate(work):
             w = _warmup_for(run, sch, options.warmup)
-            if calibrate_from is None:
+            if sources is None:
                 cal = calibrate(run, schemes={run.label: [sch]}, warmup=w, use_measured_cpu=options.cpu_source == "measured")
                 cal = _fit_background(run, cal, options, w, simulate, scheme=sch)
                 calibrations[f"{run.label}:{sch}"] = cal
@@ -343,8 +360,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *, calibrate_f
                     cal = dataclasses.replace(cal, background_wait_cores=w_bg, background_finish_cores=f_bg,
                                               background_per_iteration_cpu_s=it_bg,
                                               background_per_payload_byte_cpu_s=None)  # the target's own
-            if options.speed_from == "target" and options.cpu_source == "measured" and calibrate_from is not None:
-                f_src = partition_cpu_s(calibrate_from.workers_of(calibrate_from.schemes[0]), calibrate_from, w_src)
+            if options.speed_from == "target" and options.cpu_source == "measured" and sources is not None:
+                f_src = float(np.median([partition_cpu_s(src.workers_of(src.schemes[0]), src, w_src) for src in sources]))
                 f_tgt = partition_cpu_s(run.workers_of(sch), run, w, sch)
                 if np.isfinite(f_src) and np.isfinite(f_tgt) and f_src > 0:
                     cal = dataclasses.replace(cal, compute_values_s=cal.compute_values_s * (f_tgt / f_src))

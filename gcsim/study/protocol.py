@@ -20,6 +20,9 @@ straggler draws, scored on iterations the calibration never saw):
 
 * ``from-<calib>``: calibrated on ``<calib>-a`` with the workers' CPU clocks and the other-process
   CPU measured in that run (``--cpu-source measured``, a pure prediction);
+* ``from-<calib>-ab``: calibrated on ``<calib>-a`` and ``<calib>-b`` pooled (the runs that bracket
+  the targets in time, so a drift of the machine's speed or load over the pass averages out), scored
+  on the other schemes only (still out of sample: neither calibration run is a target);
 * ``from-<calib>-given-load``: the same, with the other-process CPU measured during each target
   run (``--load-from target``: an input recorded beside the target's times, never fitted to them);
 * ``from-<coded>``: calibrated on one coded scheme's run (default ``gc-fr``), measured CPU;
@@ -203,11 +206,15 @@ def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Cal
 
 
 def _comparisons(calib: str, coded: str) -> list[tuple[str, str, dict]]:
-    """``(name, source run label, CompareOptions fields)`` of the protocol's comparisons: four
-    predictions (out of sample) and one model check (``check-...``: the target's own straggler draws
-    replayed, so it measures how well the calibration transfers, without the luck of the draws)."""
+    """``(name, source run label(s), CompareOptions fields)`` of the protocol's comparisons: five
+    predictions (out of sample; ``from-<calib>-ab`` pools the calibration scheme's runs before and
+    after the targets, which averages the machine's drift over the pass, and scores the other
+    schemes only), one model check (``check-...``: the target's own straggler draws replayed, so it
+    measures how well the calibration transfers, without the luck of the draws) and one diagnostic
+    (``given-...``)."""
     return [
         (f"from-{calib}", f"{calib}-a", {"cpu_source": "measured", "load_from": "calibration"}),
+        (f"from-{calib}-ab", (f"{calib}-a", f"{calib}-b"), {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-given-load", f"{calib}-a", {"cpu_source": "measured", "load_from": "target"}),
         (f"from-{coded}", coded, {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-wall", f"{calib}-a", {"cpu_source": "wall", "load_from": "calibration"}),
@@ -310,12 +317,13 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
     for model, runs in model_runs.items():
         read = {label: read_run_dir(p) for label, p in runs.items()}
         for name, source, fields in _comparisons(calib, coded):
-            if source not in read:
+            src = (source,) if isinstance(source, str) else tuple(source)
+            if not all(label in read for label in src):
                 continue
-            targets = [(r, r.schemes) for label, r in read.items() if label != source]
+            targets = [(r, r.schemes) for label, r in read.items() if label not in src]
             opts = CompareOptions(replications=options.replications, warmup=options.warmup, seed=options.seed,
                                   **fields)
-            res = compare_runs(targets, calibrate_from=read[source], options=opts)
+            res = compare_runs(targets, calibrate_from=[read[label] for label in src], options=opts)
             tab = res.table()
             tab.insert(0, "comparison", name)
             tab.insert(0, "model", model)
