@@ -76,3 +76,25 @@ def test_background_option_is_checked():
     assert CompareOptions().background == "fitted"
     with pytest.raises(ConfigError, match=r"--background: expected one of fitted, measured, got 'guess'"):
         CompareOptions(background="guess")
+
+
+def test_calibrate_pools_runs_and_records_them(tmp_path, capsys):
+    """`gcsim calibrate A B` pools two runs: the fitted background is the mean of each run's fit,
+    the file names both runs, and `gcsim simulate` reads it."""
+    import yaml
+
+    from gcsim.cli import main
+
+    dirs = []
+    for k, wait in enumerate((0.4, 0.8)):
+        sc = validate_scenario({**_scenario(wait), "seed": 10 + k})
+        dirs.append(write_sim_run(simulate(sc), sc, tmp_path / f"run{k}"))
+    out = tmp_path / "pooled.yaml"
+    assert main(["calibrate", str(dirs[0]), str(dirs[1]), "--out", str(out), "--warmup", "2"]) == 0
+    text = out.read_text()
+    assert "from 2 runs pooled" in text and str(dirs[0]) in text and str(dirs[1]) in text
+    assert f"gcsim calibrate {dirs[0]} {dirs[1]}" in text
+    wait = yaml.safe_load(text)["workload"]["background"]["wait"]["value"]
+    assert wait == pytest.approx(0.6, abs=0.05)  # each run's fit (0.4, 0.8), averaged
+    capsys.readouterr()
+    assert main(["simulate", str(out), "--iterations", "5", "--schemes", "uncoded", "--out", str(tmp_path / "s")]) == 0

@@ -1,4 +1,4 @@
-"""``gcsim calibrate RUN_DIR --out my_cluster.yaml``: a scenario calibrated from one measured run."""
+"""``gcsim calibrate RUN_DIR [RUN_DIR ...] --out my_cluster.yaml``: a scenario calibrated from measured run(s)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ from gcsim.cli.options import IntOption, command_line
 
 
 @click.command("calibrate")
-@click.argument("run_dir", metavar="RUN_DIR")
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True)
 @click.option("--out", "out_path", required=True, metavar="FILE.yaml",
               help="Scenario file to write (refused if it exists, unless --force); empirical "
                    "distributions go to FILE.<name>.csv beside it.")
 @click.option("--warmup", type=IntOption(0), default=10, show_default=True,
               help="Iterations dropped at the start of the run before calibrating.")
 @click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
-def command(run_dir, out_path, warmup, force):
-    """Write a scenario calibrated from one run (real or simulated, any scheme).
+def command(run_dirs, out_path, warmup, force):
+    """Write a scenario calibrated from one run (real or simulated, any scheme), or from several
+    runs with the same n pooled (e.g. one scheme run before and after other work, so that a drift of
+    the machine between them averages out; the first run supplies what is copied).
 
     \b
     Copied from the run: n_workers, stragglers, policy, message sizes. Calibrated from what it
@@ -34,9 +36,9 @@ def command(run_dir, out_path, warmup, force):
     from gcsim.compare.rundir import read_run_dir
     from gcsim.compare.scenario_file import write_calibrated_scenario
 
-    run = read_run_dir(run_dir)
-    cmd = command_line(click.get_current_context(), "calibrate", [str(run_dir)])
-    path, side = write_calibrated_scenario(run, out_path, command=cmd, warmup=warmup, force=force)
+    runs = [read_run_dir(p) for p in run_dirs]
+    cmd = command_line(click.get_current_context(), "calibrate", [str(p) for p in run_dirs])
+    path, side = write_calibrated_scenario(runs if len(runs) > 1 else runs[0], out_path, command=cmd, warmup=warmup, force=force)
     click.echo(f"wrote {path}" + (f" (+ {', '.join(p.name for p in side)})" if side else ""))
     click.echo(f"next: gcsim simulate {path}")
     return 0

@@ -69,5 +69,9 @@ def command_line(ctx: click.Context, name: str, positional: list[str]) -> str:
         value = ctx.params.get(param.name)
         if value is None or value == param.default:
             continue
+        if isinstance(value, (tuple, list)):  # a repeatable option: once per value
+            for v in value:
+                parts += [param.opts[0], str(v)]
+            continue
         parts += [param.opts[0], str(value)]
     return " ".join(shlex.quote(str(p)) for p in parts)

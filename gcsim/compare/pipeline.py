@@ -293,19 +293,10 @@ def _fit_background(runs: RunDir | Sequence[RunDir], cal: Calibration, options: 
     fitted steady rates are averaged."""
     if options.cpu_source != "measured" or options.background != "fitted" or options.load_from != "calibration":
         return cal
-    from gcsim.compare.worker_share import fit_steady_background
+    from gcsim.compare.worker_share import fit_pooled_background
 
     runs = [runs] if isinstance(runs, RunDir) else list(runs)
-    fits = [fit_steady_background(r, scheme or r.schemes[0], cal, warmup=warmup, simulate=simulate) for r in runs]
-    if len(fits) == 1:
-        return fits[0][0]
-    got = [f for _, f in fits if f is not None]
-    if not got:
-        return cal
-    mean = float(np.mean([f.fitted_wait_cores for f in got]))
-    note = (f"steady background fitted to the workers' CPU of each calibration run "
-            f"({', '.join(f'{f.fitted_wait_cores:.3f}' for f in got)} cores) and averaged: {mean:.3f} cores")
-    return dataclasses.replace(cal, background_wait_cores=mean, notes=tuple(cal.notes) + (note,))
+    return fit_pooled_background(runs, cal, warmup=warmup, simulate=simulate, scheme=scheme)
 
 
 def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import yaml
 
-from gcsim.compare.calibrate import Calibration, calibrate, scenario_data
+from gcsim.compare.calibrate import Calibration, calibrate, require_same_n, scenario_data
 from gcsim.compare.rundir import RunDir
 from gcsim.errors import ConfigError
 
@@ -58,12 +59,14 @@ def _uses_measured_cpu(run: RunDir) -> bool:
     return "compute_cpu_s" in wk and bool(np.isfinite(wk["compute_cpu_s"].to_numpy(float)).any())
 
 
-def calibrated_scenario(run: RunDir, *, warmup: int = 10, name: str | None = None,
+def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, name: str | None = None,
                         schemes: list[dict] | None = None, background: str = "fitted") -> tuple[dict, Calibration]:
     """Scenario data calibrated from ``run`` (every scheme of the run pooled) and the calibration.
 
     Args:
-        run: a complete run directory (real or simulated).
+        run: a complete run directory (real or simulated), or several with the same n, pooled (e.g.
+            the same scheme run before and after other work: a drift of the machine averages out);
+            the first supplies what is copied (stragglers, policy, message sizes).
         warmup: iterations dropped at the start of each scheme (clipped to leave 2).
         name: scenario name (default: ``calibrated-<run label>``).
         schemes: scheme entries (default :func:`default_schemes` for the run's n).
@@ -76,13 +79,18 @@ def calibrated_scenario(run: RunDir, *, warmup: int = 10, name: str | None = Non
     Raises:
         RunDirError: the run lacks what calibration needs (names the file).
     """
-    n_it = min(int(run.iterations_of(s)["iteration"].nunique()) for s in run.schemes)
+    runs = [run] if isinstance(run, RunDir) else list(run)
+    run = runs[0]
+    for other in runs[1:]:
+        require_same_n(run, other)
+    n_it = min(int(r.iterations_of(s)["iteration"].nunique()) for r in runs for s in r.schemes)
     w = max(0, min(int(warmup), n_it - 2))
-    cal = calibrate(run, warmup=w, use_measured_cpu=_uses_measured_cpu(run))
-    if background == "fitted" and _uses_measured_cpu(run):
-        from gcsim.compare.worker_share import fit_steady_background
+    measured = all(_uses_measured_cpu(r) for r in runs)
+    cal = calibrate(runs, warmup=w, use_measured_cpu=measured)
+    if background == "fitted" and measured:
+        from gcsim.compare.worker_share import fit_pooled_background
 
-        cal = fit_steady_background(run, run.schemes[0], cal, warmup=w)[0]
+        cal = fit_pooled_background(runs, cal, warmup=w)
     data = scenario_data(run, run.schemes[0], cal)
     data["name"] = name or ("calibrated-" + data["name"])[:100]
     data["schemes"] = schemes if schemes is not None else default_schemes(run.n_workers)
@@ -91,11 +99,14 @@ def calibrated_scenario(run: RunDir, *, warmup: int = 10, name: str | None = Non
     return data, cal
 
 
-def _header(run: RunDir, cal: Calibration, command: str) -> str:
+def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
     d = cal.describe()
+    run = runs[0]
     lines = [
         f"Scenario calibrated by `{command}`",
-        f"from run {run.path} ({run.executor} executor, schemes {', '.join(run.schemes)}, n = {run.n_workers})",
+        (f"from run {run.path} ({run.executor} executor, schemes {', '.join(run.schemes)}, n = {run.n_workers})"
+         if len(runs) == 1 else f"from {len(runs)} runs pooled (n = {run.n_workers}): "
+         + ", ".join(f"{r.path} ({r.executor}, {', '.join(r.schemes)})" for r in runs)),
         f"on {datetime.now(timezone.utc).isoformat(timespec='seconds')}.",
         "",
         "Copied from the run (what it specified): n_workers, stragglers, policy, cancel_latency_s,",
@@ -133,7 +144,7 @@ def _header(run: RunDir, cal: Calibration, command: str) -> str:
     return "".join(f"# {ln}\n" if ln else "#\n" for ln in lines)
 
 
-def write_calibrated_scenario(run: RunDir, out: str | Path, *, command: str, warmup: int = 10,
+def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *, command: str, warmup: int = 10,
                               force: bool = False) -> tuple[Path, list[Path]]:
     """Write the calibrated scenario YAML ``out`` and its empirical CSV files beside it.
 
@@ -170,7 +181,7 @@ def write_calibrated_scenario(run: RunDir, out: str | Path, *, command: str, war
             csv = out.with_name(f"{out.stem}.{tag}.csv")
             side[csv] = "seconds\n" + "".join(f"{float(v):.9g}\n" for v in spec["values"])
             node[path[-1]] = {"dist": "empirical", "file": csv.name, "column": "seconds"}
-    text = _header(run, cal, command) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    text = _header([run] if isinstance(run, RunDir) else list(run), cal, command) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     for csv, body in side.items():
         atomic_write_text(csv, body)
     validate_scenario(yaml.safe_load(text), base_dir=out.parent)  # what simulate will read

@@ -158,4 +158,30 @@ def fit_steady_background(run, scheme: str, calibration, *, warmup: int = 0,
     return cal, fit
 
 
-__all__ = ["BackgroundFit", "FIT_XTOL_CORES", "fit_steady_background", "worker_cores"]
+def fit_pooled_background(runs, calibration, *, warmup: int = 0, simulate: Callable | None = None,
+                          scheme: str | None = None):
+    """:func:`fit_steady_background` for a calibration pooled from several runs: each run is fitted
+    with the pooled calibration (its first scheme, or ``scheme``) and the fitted steady rates are
+    averaged (one run: that run's fit).
+
+    Returns:
+        the calibration with the (mean) fitted ``background_wait_cores`` and a note; unchanged when
+        no run has anything to fit.
+    Raises:
+        RunDirError: a run's config holds values the scenario refuses.
+    """
+    runs = list(runs)
+    fits = [fit_steady_background(r, scheme or r.schemes[0], calibration, warmup=warmup, simulate=simulate)
+            for r in runs]
+    if len(fits) == 1:
+        return fits[0][0]
+    got = [f for _, f in fits if f is not None]
+    if not got:
+        return calibration
+    mean = float(np.mean([f.fitted_wait_cores for f in got]))
+    note = (f"steady background fitted to the workers' CPU of each calibration run "
+            f"({', '.join(f'{f.fitted_wait_cores:.3f}' for f in got)} cores) and averaged: {mean:.3f} cores")
+    return dataclasses.replace(calibration, background_wait_cores=mean, notes=tuple(calibration.notes) + (note,))
+
+
+__all__ = ["BackgroundFit", "FIT_XTOL_CORES", "fit_pooled_background", "fit_steady_background", "worker_cores"]
