@@ -142,9 +142,11 @@ def test_scheme_too_big_for_memory_names_n_workers(monkeypatch):
     def oom(*a, **k):
         raise MemoryError("Unable to allocate 298. GiB")
     monkeypatch.setattr(gcsim.schemes, "make_scheme", oom)
-    msg = _err(lambda d: d.update(n_workers=200000))
+    msg = _err(lambda d: d.update(n_workers=16000))
     assert msg == ("n_workers: expected a number of workers whose schemes fit in memory (the schemes hold n x n "
-                   "coefficients), got 200000 (scheme uncoded ran out of memory)")
+                   "coefficients), got 16000 (scheme uncoded ran out of memory)")
+    # above the random-stream bound (gcsim.streams.MAX_WORKERS) it is refused before any scheme is built
+    assert _err(lambda d: d.update(n_workers=200000)) == "n_workers: expected less than or equal to 16384, got 200000"
 
 
 def test_a_non_mapping_where_a_mapping_belongs_lists_the_keys_not_a_class_name():
