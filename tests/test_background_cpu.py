@@ -234,6 +234,9 @@ def test_basis_labels():
     assert basis_of("scenario", "a", "a") == "in sample"
     assert basis_of("scenario", None, "a") == "in sample"
     assert basis_of("scenario", "uncoded-a", "gc-fr") == "out of sample"
+    # pooled calibration: a run inside the pool is in sample, one outside it out of sample
+    assert basis_of("scenario", "uncoded-a+uncoded-b", "uncoded-b") == "in sample"
+    assert basis_of("scenario", "uncoded-a+uncoded-b", "gc-fr") == "out of sample"
 
 
 # ------------------------------------------------------------------ gcsim calibrate

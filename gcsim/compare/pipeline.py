@@ -41,7 +41,8 @@ def basis_of(mode: str, calibrated_from: str | None, run_label: str, given_state
     * ``model check``: paired mode replays the run's own straggler draws (not a prediction);
     * ``given machine state``: calibrated on another run but with the target's measured CPU speed
       (``speed_from="target"``): a diagnostic, not a prediction;
-    * ``in sample``: calibrated on the very run it is scored against (fresh straggler draws);
+    * ``in sample``: calibrated on the very run it is scored against, alone or pooled with others
+      (``calibrated_from`` is ``"+"``-joined run labels; fresh straggler draws);
     * ``out of sample``: calibrated on another run, fresh draws, scored on iterations the
       calibration never saw – the only kind that tells what gcsim predicts for a scheme nobody ran.
     """
@@ -49,7 +50,7 @@ def basis_of(mode: str, calibrated_from: str | None, run_label: str, given_state
         return "model check"
     if given_state:
         return "given machine state"
-    if calibrated_from is None or calibrated_from == run_label:
+    if calibrated_from is None or run_label in calibrated_from.split("+"):
         return "in sample"
     return "out of sample"
 #: default warm-up: min(DEFAULT_WARMUP, iterations // 5) iterations per scheme.

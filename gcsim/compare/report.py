@@ -75,6 +75,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         "calibration never saw (a prediction); **in sample** = calibrated on the run it is scored against; "
         "**model check** = replays the run’s own straggler draws.",
         f"- CPU: {opt.cpu_source}" + (f"; other processes’ CPU taken from the {opt.load_from} run(s)"
+                                        + ("; steady background fitted to the workers’ CPU clocks"
+                                           if opt.background == "fitted" and opt.load_from == "calibration"
+                                           else "; steady background as measured")
                                         if opt.cpu_source == "measured" else "") + ".",
         f"- Replications per scheme: {opt.replications}; warm-up dropped: "
         + ", ".join(f"{it.label}: {it.warmup}" for it in result.items) + " iterations.",

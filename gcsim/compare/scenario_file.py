@@ -125,6 +125,10 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
                      f"{(d['background_per_iteration_cpu_s'] or 0.0) * 1e3:.1f} ms of CPU per iteration plus a "
                      f"steady {d['background_wait_cores']:.3f} cores while the master waited, {fin:.3f} while it "
                      f"decoded and stepped")
+        if any("fitted to the workers' CPU" in n for n in d["notes"]):
+            lines.append("    the steady wait value is FITTED, not copied: the one for which a simulation of the "
+                         "calibration run(s) gives its workers the cores their CPU clocks say they got (Notes give "
+                         "the measured value)")
         if d.get("background_per_payload_byte_cpu_s"):
             lines.append(f"    the per-iteration part as per_payload_byte_cpu_s = "
                          f"{d['background_per_payload_byte_cpu_s'] * 1e9:.2f} ns per byte of the workers' replies "

@@ -179,8 +179,11 @@ def fit_pooled_background(runs, calibration, *, warmup: int = 0, simulate: Calla
     if not got:
         return calibration
     mean = float(np.mean([f.fitted_wait_cores for f in got]))
-    note = (f"steady background fitted to the workers' CPU of each calibration run "
-            f"({', '.join(f'{f.fitted_wait_cores:.3f}' for f in got)} cores) and averaged: {mean:.3f} cores")
+    note = (f"steady background fitted to the workers' CPU of each calibration run with the pooled calibration "
+            "(run: workers' cores observed -> fitted background, measured other-process CPU while waiting: "
+            + "; ".join(f"{r.label}: {f.observed_worker_cores:.3f} -> {f.fitted_wait_cores:.3f}, "
+                        f"{f.measured_wait_cores:.3f}" for r, (_, f) in zip(runs, fits) if f is not None)
+            + f" cores) and averaged: {mean:.3f} cores")
     return dataclasses.replace(calibration, background_wait_cores=mean, notes=tuple(calibration.notes) + (note,))
 
 
