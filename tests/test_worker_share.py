@@ -98,3 +98,18 @@ def test_calibrate_pools_runs_and_records_them(tmp_path, capsys):
     assert wait == pytest.approx(0.6, abs=0.05)  # each run's fit (0.4, 0.8), averaged
     capsys.readouterr()
     assert main(["simulate", str(out), "--iterations", "5", "--schemes", "uncoded", "--out", str(tmp_path / "s")]) == 0
+
+
+def test_a_run_given_twice_is_refused(tmp_path, capsys):
+    from gcsim.cli import main
+
+    sc = validate_scenario(_scenario(0.4))
+    run = str(write_sim_run(simulate(sc), sc, tmp_path / "run"))
+    assert main(["calibrate", run, run, "--out", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RUN_DIR: expected distinct run directories" in err[0]
+    assert not (tmp_path / "x.yaml").exists()
+    assert main(["compare", run, "--calibrate-from", run, "--calibrate-from", run + "/", "--cpu-source", "measured",
+                 "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--calibrate-from: expected distinct run directories" in err[0]

@@ -36,6 +36,14 @@ def command(run_dirs, out_path, warmup, force):
     from gcsim.compare.rundir import read_run_dir
     from gcsim.compare.scenario_file import write_calibrated_scenario
 
+    from pathlib import Path
+
+    from gcsim.errors import ConfigError
+
+    seen = [Path(p).resolve() for p in run_dirs]
+    if len(set(seen)) < len(seen):
+        raise ConfigError("RUN_DIR", "distinct run directories (a run given twice would count double)",
+                          " ".join(str(p) for p in run_dirs))
     runs = [read_run_dir(p) for p in run_dirs]
     cmd = command_line(click.get_current_context(), "calibrate", [str(p) for p in run_dirs])
     path, side = write_calibrated_scenario(runs if len(runs) > 1 else runs[0], out_path, command=cmd, warmup=warmup, force=force)

@@ -86,6 +86,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     from gcsim.compare.report import verdict_table
     from gcsim.compare.rundir import newest_runs, read_run_dir
     from gcsim.compare.verdict import Bands
+    from gcsim.errors import ConfigError
     from gcsim.rundir import check_out_dir, new_run_dir
 
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
@@ -102,6 +103,9 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
         for line in skipped:
             click.echo(f"gcsim compare: skipped {line}", err=True)
         targets = [(read_run_dir(f.path), list(f.schemes)) for f in found]
+    if len({Path(p).resolve() for p in calibrate_from}) < len(calibrate_from):
+        raise ConfigError("--calibrate-from", "distinct run directories (a run given twice would count double)",
+                          " ".join(str(p) for p in calibrate_from))
     source = [read_run_dir(p) for p in calibrate_from] or None
     if progress is None:
         progress = sys.stderr.isatty()
