@@ -142,6 +142,18 @@ def test_session_cpu_counts_this_session_and_not_another():
     assert autogroup_enabled() in (True, False, None)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc (Linux)")
+def test_session_cpu_keeps_the_cpu_of_children_that_exited():
+    """Ray starts and retires worker processes during a run: a child that spun and exited (reaped)
+    still counts, through its parent's cutime/cstime; a live-only sum would drop it."""
+    import subprocess
+    import sys
+
+    before = session_cpu_s()
+    subprocess.run([sys.executable, "-c", _SPIN], check=True)  # spins ~0.4 s of CPU, exits, reaped
+    assert session_cpu_s() - before >= 0.35
+
+
 def test_cpu_load_splits_this_session_from_the_others():
     from gcsim.real.runner import _cpu_load_between
 

@@ -70,7 +70,8 @@ def process_cpu_s(pid: int) -> float:
 
 
 def session_cpu_s(sid: int | None = None) -> float:
-    """CPU-seconds (user + system) used so far by the live processes of session ``sid`` (default: this
+    """CPU-seconds (user + system) used so far by the live processes of session ``sid`` and by the
+    children they reaped (``cutime``/``cstime``; default session: this
     process's session, i.e. the master, Ray's daemons and worker actors it started, and anything else
     started from the same terminal); NaN where ``/proc`` is unavailable.
 
@@ -95,8 +96,10 @@ def session_cpu_s(sid: int | None = None) -> float:
                 continue
             fields = text[text.rindex(")") + 2:].split()
             # after the command name: state(0) ppid(1) pgrp(2) session(3) ... utime(11) stime(12)
+            # cutime(13) cstime(14): children that exited and were reaped count with their parent (Ray
+            # starts and retires worker processes; a live-only sum would lose their CPU)
             if int(fields[3]) == sid:
-                total += int(fields[11]) + int(fields[12])
+                total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
         return total / _ticks_per_s()
     except (OSError, ValueError, IndexError, AttributeError):
         return math.nan
