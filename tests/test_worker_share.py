@@ -113,3 +113,14 @@ def test_a_run_given_twice_is_refused(tmp_path, capsys):
                  "--out", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--calibrate-from: expected distinct run directories" in err[0]
+
+
+def test_background_option_needs_measured_cpu(tmp_path, capsys):
+    from gcsim.cli import main
+
+    sc = validate_scenario(_scenario(0.4))
+    run = str(write_sim_run(simulate(sc), sc, tmp_path / "run"))
+    assert main(["compare", run, "--background", "measured", "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gcsim: error: --background: expected to be used with --cpu-source measured")
+    assert not (tmp_path / "c").exists()

@@ -89,6 +89,11 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     from gcsim.errors import ConfigError
     from gcsim.rundir import check_out_dir, new_run_dir
 
+    ctx = click.get_current_context()
+    if (cpu_source != "measured" and ctx.get_parameter_source("background") is not None
+            and ctx.get_parameter_source("background").name == "COMMANDLINE"):
+        raise ConfigError("--background", "to be used with --cpu-source measured (with wall time there is no "
+                          "measured background to fit)", f"--background {background} with --cpu-source {cpu_source}")
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
                              load_from=load_from, speed_from=speed_from, background=background)
