@@ -33,20 +33,12 @@ def command(run_dirs, out_path, warmup, force):
     gcsim calibrate runs/real/my-uncoded --out my_cluster.yaml
     gcsim simulate my_cluster.yaml
     """
-    from gcsim.compare.rundir import read_run_dir
+    from gcsim.compare.rundir import read_distinct_run_dirs
     from gcsim.compare.scenario_file import write_calibrated_scenario
 
-    from pathlib import Path
-
-    from gcsim.errors import ConfigError
-
-    seen = [Path(p).resolve() for p in run_dirs]
-    if len(set(seen)) < len(seen):
-        raise ConfigError("RUN_DIR", "distinct run directories (a run given twice would count double)",
-                          " ".join(str(p) for p in run_dirs))
-    runs = [read_run_dir(p) for p in run_dirs]
+    runs = read_distinct_run_dirs(run_dirs, "RUN_DIR")
     cmd = command_line(click.get_current_context(), "calibrate", [str(p) for p in run_dirs])
-    path, side = write_calibrated_scenario(runs if len(runs) > 1 else runs[0], out_path, command=cmd, warmup=warmup, force=force)
+    path, side = write_calibrated_scenario(runs, out_path, command=cmd, warmup=warmup, force=force)
     click.echo(f"wrote {path}" + (f" (+ {', '.join(p.name for p in side)})" if side else ""))
     click.echo(f"next: gcsim simulate {path}")
     return 0

@@ -84,14 +84,13 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     from gcsim.compare.output import DEFAULT_COMPARE_ROOT, write_compare_outputs
     from gcsim.compare.pipeline import CompareOptions, compare_runs
     from gcsim.compare.report import verdict_table
-    from gcsim.compare.rundir import newest_runs, read_run_dir
+    from gcsim.compare.rundir import newest_runs, read_distinct_run_dirs, read_run_dir
     from gcsim.compare.verdict import Bands
     from gcsim.errors import ConfigError
     from gcsim.rundir import check_out_dir, new_run_dir
 
-    ctx = click.get_current_context()
-    if (cpu_source != "measured" and ctx.get_parameter_source("background") is not None
-            and ctx.get_parameter_source("background").name == "COMMANDLINE"):
+    given = click.get_current_context().get_parameter_source("background")
+    if cpu_source != "measured" and given == click.core.ParameterSource.COMMANDLINE:
         raise ConfigError("--background", "to be used with --cpu-source measured (with wall time there is no "
                           "measured background to fit)", f"--background {background} with --cpu-source {cpu_source}")
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
@@ -108,10 +107,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
         for line in skipped:
             click.echo(f"gcsim compare: skipped {line}", err=True)
         targets = [(read_run_dir(f.path), list(f.schemes)) for f in found]
-    if len({Path(p).resolve() for p in calibrate_from}) < len(calibrate_from):
-        raise ConfigError("--calibrate-from", "distinct run directories (a run given twice would count double)",
-                          " ".join(str(p) for p in calibrate_from))
-    source = [read_run_dir(p) for p in calibrate_from] or None
+    source = read_distinct_run_dirs(calibrate_from, "--calibrate-from") or None
     if progress is None:
         progress = sys.stderr.isatty()
     out = new_run_dir(out_dir, root=DEFAULT_COMPARE_ROOT, prefix="")  # before the expensive part

@@ -23,7 +23,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from gcsim.compare.calibrate import Calibration, background_cores, build_scenario, calibrate, require_same_n
-from gcsim.compare.rundir import RunDir
+from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
 from gcsim.compare.verdict import Bands, Verdict, judge
 from gcsim.errors import ConfigError
@@ -296,8 +296,7 @@ def _fit_background(runs: RunDir | Sequence[RunDir], cal: Calibration, options: 
         return cal
     from gcsim.compare.worker_share import fit_pooled_background
 
-    runs = [runs] if isinstance(runs, RunDir) else list(runs)
-    return fit_pooled_background(runs, cal, warmup=warmup, simulate=simulate, scheme=scheme)
+    return fit_pooled_background(as_runs(runs), cal, warmup=warmup, simulate=simulate, scheme=scheme)
 
 
 def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
@@ -324,8 +323,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         RunDirError: calibration data missing from a run.
     """
     calibrations: dict[str, Calibration] = {}
-    sources = None if calibrate_from is None else (
-        [calibrate_from] if isinstance(calibrate_from, RunDir) else list(calibrate_from))
+    sources = None if calibrate_from is None else as_runs(calibrate_from)
     if sources is not None:
         for run, _ in targets:
             require_same_n(sources[0], run)

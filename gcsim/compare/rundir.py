@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -205,6 +206,25 @@ class FoundRun:
     schemes: tuple[str, ...]
 
 
+def read_distinct_run_dirs(paths, field: str) -> list[RunDir]:
+    """:func:`read_run_dir` of each of ``paths`` (a pooled calibration's runs).
+
+    Raises:
+        ConfigError: ``field`` (the CLI argument or option) when a directory is given twice (it would
+            count double in the pool).
+        RunDirError: as :func:`read_run_dir`.
+    """
+    paths = [str(p) for p in paths]
+    if len({Path(p).resolve() for p in paths}) < len(paths):
+        raise ConfigError(field, "distinct run directories (a run given twice would count double)", " ".join(paths))
+    return [read_run_dir(p) for p in paths]
+
+
+def as_runs(runs: "RunDir | Sequence[RunDir]") -> list[RunDir]:
+    """One run or several as a list (the pooled-calibration arguments accept both)."""
+    return [runs] if isinstance(runs, RunDir) else list(runs)
+
+
 def newest_runs(runs_root: str | Path, *, skipped: list[str] | None = None) -> list[FoundRun]:
     """The newest complete run per scheme under ``runs_root`` (e.g. ``runs/real``).
 
@@ -253,4 +273,4 @@ def newest_runs(runs_root: str | Path, *, skipped: list[str] | None = None) -> l
     return [FoundRun(d, tuple(s)) for d, s in by_dir.items()]
 
 
-__all__ = ["FoundRun", "RunDir", "newest_runs", "read_run_dir"]
+__all__ = ["FoundRun", "RunDir", "as_runs", "newest_runs", "read_distinct_run_dirs", "read_run_dir"]

@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 
 from gcsim.compare.calibrate import Calibration, calibrate, require_same_n, scenario_data
-from gcsim.compare.rundir import RunDir
+from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.errors import ConfigError
 
 #: empirical distributions of the calibrated scenario written to side files: (path in the scenario, file tag)
@@ -79,7 +79,7 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
     Raises:
         RunDirError: the run lacks what calibration needs (names the file).
     """
-    runs = [run] if isinstance(run, RunDir) else list(run)
+    runs = as_runs(run)
     run = runs[0]
     for other in runs[1:]:
         require_same_n(run, other)
@@ -185,7 +185,7 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
             csv = out.with_name(f"{out.stem}.{tag}.csv")
             side[csv] = "seconds\n" + "".join(f"{float(v):.9g}\n" for v in spec["values"])
             node[path[-1]] = {"dist": "empirical", "file": csv.name, "column": "seconds"}
-    text = _header([run] if isinstance(run, RunDir) else list(run), cal, command) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    text = _header(as_runs(run), cal, command) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     for csv, body in side.items():
         atomic_write_text(csv, body)
     validate_scenario(yaml.safe_load(text), base_dir=out.parent)  # what simulate will read

@@ -28,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import brentq
 
 from gcsim.compare.contention import ContentionProfile, busy_intervals
 
@@ -71,15 +72,8 @@ def worker_cores(workers: pd.DataFrame, max_cores: float, *, min_iteration: int 
     lo = 1e-3 * hi
     if received(lo) >= target:
         return lo
-    for _ in range(40):  # received(c) is continuous and non-decreasing in c
-        mid = 0.5 * (lo + hi)
-        if received(mid) < target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-4:
-            break
-    return 0.5 * (lo + hi)
+    # received(c) is continuous and non-decreasing in c: one root on the bracket
+    return float(brentq(lambda c: received(c) - target, lo, hi, xtol=1e-4, maxiter=60))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +112,6 @@ def fit_steady_background(run, scheme: str, calibration, *, warmup: int = 0,
     Raises:
         RunDirError: the run's config holds values the scenario refuses.
     """
-    from scipy.optimize import brentq
-
     from gcsim.compare.calibrate import build_scenario
 
     if calibration.cores is None or calibration.background_wait_cores is None:

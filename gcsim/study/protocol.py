@@ -205,7 +205,7 @@ def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Cal
         return _execute_runs(runs, progress=options.progress, log=log)
 
 
-def _comparisons(calib: str, coded: str) -> list[tuple[str, str, dict]]:
+def _comparisons(calib: str, coded: str) -> list[tuple[str, tuple[str, ...], dict]]:
     """``(name, source run label(s), CompareOptions fields)`` of the protocol's comparisons: five
     predictions (out of sample; ``from-<calib>-ab`` pools the calibration scheme's runs before and
     after the targets, which averages the machine's drift over the pass, and scores the other
@@ -213,13 +213,13 @@ def _comparisons(calib: str, coded: str) -> list[tuple[str, str, dict]]:
     measures how well the calibration transfers, without the luck of the draws) and one diagnostic
     (``given-...``)."""
     return [
-        (f"from-{calib}", f"{calib}-a", {"cpu_source": "measured", "load_from": "calibration"}),
+        (f"from-{calib}", (f"{calib}-a",), {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-ab", (f"{calib}-a", f"{calib}-b"), {"cpu_source": "measured", "load_from": "calibration"}),
-        (f"from-{calib}-given-load", f"{calib}-a", {"cpu_source": "measured", "load_from": "target"}),
-        (f"from-{coded}", coded, {"cpu_source": "measured", "load_from": "calibration"}),
-        (f"from-{calib}-wall", f"{calib}-a", {"cpu_source": "wall", "load_from": "calibration"}),
-        (f"check-{calib}-paired", f"{calib}-a", {"cpu_source": "measured", "load_from": "target", "mode": "paired"}),
-        (f"given-{calib}-load-and-speed", f"{calib}-a", {"cpu_source": "measured", "load_from": "target",
+        (f"from-{calib}-given-load", (f"{calib}-a",), {"cpu_source": "measured", "load_from": "target"}),
+        (f"from-{coded}", (coded,), {"cpu_source": "measured", "load_from": "calibration"}),
+        (f"from-{calib}-wall", (f"{calib}-a",), {"cpu_source": "wall", "load_from": "calibration"}),
+        (f"check-{calib}-paired", (f"{calib}-a",), {"cpu_source": "measured", "load_from": "target", "mode": "paired"}),
+        (f"given-{calib}-load-and-speed", (f"{calib}-a",), {"cpu_source": "measured", "load_from": "target",
                                                         "speed_from": "target"}),
     ]
 
@@ -317,13 +317,12 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
     for model, runs in model_runs.items():
         read = {label: read_run_dir(p) for label, p in runs.items()}
         for name, source, fields in _comparisons(calib, coded):
-            src = (source,) if isinstance(source, str) else tuple(source)
-            if not all(label in read for label in src):
+            if not all(label in read for label in source):
                 continue
-            targets = [(r, r.schemes) for label, r in read.items() if label not in src]
+            targets = [(r, r.schemes) for label, r in read.items() if label not in source]
             opts = CompareOptions(replications=options.replications, warmup=options.warmup, seed=options.seed,
                                   **fields)
-            res = compare_runs(targets, calibrate_from=[read[label] for label in src], options=opts)
+            res = compare_runs(targets, calibrate_from=[read[label] for label in source], options=opts)
             tab = res.table()
             tab.insert(0, "comparison", name)
             tab.insert(0, "model", model)
