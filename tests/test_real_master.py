@@ -242,6 +242,30 @@ class _LosePayloads(ParameterServer):
         return super()._fetch(workers, refs)
 
 
+def test_lost_payload_is_decoded_from_a_survivor_that_arrived_in_the_same_batch(cluster):
+    """gc-fr n=6 s=1, every reply harvested in one batch (the master sleeps after dispatch) and
+    workers 0, 2, 4 sending first: the arrived set decodes at worker 4, then worker 0's payload is
+    lost; the retry must see worker 1, which arrived in the same batch after the decodable instant
+    (it was dropped from the arrived set, and the run failed with "every live worker replied", CI
+    2026-12-02)."""
+    pool, images, labels = cluster
+    scheme = make_scheme("gc-fr", N, 1, 1)
+    shards = _setup(pool, images, labels, scheme)
+    late = {w: 0.4 for w in (1, 3, 5)}
+    ps = _LosePayloads(pool, scheme, FixedDelays({0: late}), policy="cancel", scheme_label="gc-fr", t0=time.time(),
+                       slice_sizes=slice_sizes(BATCH, scheme.k), n_params=num_parameters(build_model("small-cnn")),
+                       lose={0: 1}, after_dispatch=lambda it, pool: time.sleep(3.0))
+    model = build_model("small-cnn", seed=SEED, dtype="float64")
+    weights = get_flat_weights(model)
+    res = ps.step(0, weights)
+    ps.end_iteration()
+    assert ps.freed == [(0, 0)] and ps.dead == {0}
+    assert 1 in res.used_workers and 0 not in res.used_workers and len(res.used_workers) == N // 2
+    expected = _full_batch_gradient(model, images, labels, shards, 0)
+    assert np.max(np.abs(res.gradient - expected)) <= 1e-10 * np.max(np.abs(expected))
+    ps.drain(timeout_s=DRAIN_S)
+
+
 def test_lost_payload_within_s_is_decoded_from_survivors_beyond_s_fails(cluster):
     """gc-fr n=6 s=1: a used worker's payload lost at fetch time counts as never arrived; the
     iteration decodes from the other member of its group, exactly; the worker is dead from then on

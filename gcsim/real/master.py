@@ -460,8 +460,10 @@ class ParameterServer:
                     losses.update(meta["losses"])
                     computed_at[p.worker] = meta.get("computed_at") or {}
                     n_arrived += 1
+                    # every arrival is kept, also after the decodable one: if a used payload is then
+                    # lost, the retry below decodes from all that arrived, this batch included
+                    arrived.extend(msg_ids.get(p.worker, []))
                     if decoding is None:
-                        arrived.extend(msg_ids.get(p.worker, []))
                         decoding = scheme.decode(arrived, it)
                         if decoding is not None:
                             decodable_s = self.clock()
