@@ -188,6 +188,13 @@ class _StopFlag:
                 signal.signal(sig, self._handle)
         return self
 
+    def reinstall(self) -> None:
+        """Take the signals back after ``ray.init``: a Ray driver installs its own SIGTERM handler,
+        which ended the process at once (no checkpoint, status ``failed``; issue 10)."""
+        if self._old and threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                signal.signal(sig, self._handle)
+
     def _handle(self, signum, frame):
         if self.set:
             raise KeyboardInterrupt
@@ -419,6 +426,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         pool = None
         try:
             stack.enter_context(ray_session(cfg))
+            stop.reinstall()
             total_cpus = float(ray.cluster_resources().get("CPU", cfg.n_workers))
             node_cpus = [float(nd["Resources"].get("CPU", 0.0)) for nd in ray.nodes() if nd.get("Alive")]
             worker_cpus = fit_worker_cpus(node_cpus, cfg.n_workers, cfg.worker_cpus)

@@ -1,21 +1,16 @@
-"""DRAFT, NOT COLLECTED (file name without test_): the issue-10 multi-node tests below do not run yet.
-
-Status (2026-12-01): with ``ray.cluster_utils.Cluster`` created in the pytest process, the first
-``run_real(..., address=cluster.address)`` hangs in ``ray.init`` -> ``Node._init_gcs_client``
-(py-spy dump), never reaching placement. A driver in a fresh subprocess hangs the same way
-(> 45 s in ``ray.init(address=...)``, with and without ``temp_dir``, with ``_node_ip_address="127.0.0.1"``),
-so the in-process Cluster setup itself is the suspect, not gcsim. Next step: start the nodes with
-``ray start --head/--address --temp-dir ... --port ...`` subprocesses (kill raylets by PID), check
-that a bare ``ray.init(address=...)`` joins, then run these tests. Rename to tests/test_real_cluster.py
-once it passes.
-"""
-
 """``gcsim real --address`` on a real multi-node Ray cluster (issue 10).
 
 One loopback cluster per module (``ray.cluster_utils.Cluster``: a head with no CPUs, so every worker
 actor lives on a worker node, plus one node of 1 CPU per worker), with its own temp dir (``RAY_TMPDIR``
 and ``temp_dir``), so no other Ray session on the machine is seen or touched. Nodes are killed by the
-PID of their raylet (SIGKILL), exactly the processes this module started.
+PID of their raylet (SIGKILL), exactly the processes this module started; at the end, whatever names
+the module's temp dir in its command line is killed by PID.
+
+Loopback: with Ray's "local clusters only" switch (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``) a
+``127.0.0.1`` address stays loopback; without it Ray replaced the address by the host's outward IP,
+where the loopback-bound GCS did not answer, and ``ray.init`` hung (the reason this module was parked
+until 2026-12-02). Node health checks are shortened (:data:`HEALTH_CHECK`) so a killed node is
+declared dead within the run.
 
 * one worker node lost with s = 1: the run finishes, no iteration lost, the death is reported;
 * two lost with s = 1: a clean failure with a checkpoint; ``--resume`` finishes on the nodes left;
@@ -25,6 +20,7 @@ PID of their raylet (SIGKILL), exactly the processes this module started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -54,6 +50,10 @@ from gcsim.real.runner import RunHooks, resume_real, run_real  # noqa: E402
 pytestmark = pytest.mark.ray
 
 N, ITERS = 4, 8
+LONG = 40  # iterations of a run that must outlive a node's death being noticed (~1 s)
+#: Ray's node health checks (GCS), shortened: a dead node is declared within about a second
+HEALTH_CHECK = {"RAY_health_check_initial_delay_ms": "0", "RAY_health_check_period_ms": "200",
+                "RAY_health_check_timeout_ms": "300", "RAY_health_check_failure_threshold": "3"}
 GCSIM = [sys.executable, "-c", "import sys; from gcsim.cli import main; sys.exit(main())"]
 
 
@@ -72,8 +72,18 @@ def cluster(tmp_path_factory):
     base = tempfile.mkdtemp(prefix="gcsim-rc-")  # short: Ray's unix sockets live under it
     temp = os.path.join(base, "ray")  # Ray's own layout: <RAY_TMPDIR>/ray
     os.makedirs(temp)
-    old_tmpdir = os.environ.get("RAY_TMPDIR")
-    os.environ["RAY_TMPDIR"] = base  # Cluster writes its address file under it, not /tmp/ray
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RAY_TMPDIR", base)  # Cluster writes its address file under it, not /tmp/ray
+    # loopback only: Ray replaces a 127.0.0.1 address by the host's outward IP (and its daemons listen on
+    # every interface) unless its "local clusters only" switch is set; Cluster.add_node, unlike
+    # `ray start`, still starts more nodes then. Subprocesses (gcsim real, Ray's daemons) read the
+    # variable, this process (Ray already imported) the constant.
+    mp.setenv(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, "0")
+    mp.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+    # a killed node is declared dead after Ray's health checks (default 5 x 3 s); short here, so the
+    # death is seen within a run of a few seconds (the GCS reads these at start)
+    for key, value in HEALTH_CHECK.items():
+        mp.setenv(key, value)
     c = cluster_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "node_ip_address": "127.0.0.1", "temp_dir": temp, "include_dashboard": False})
     c.root, c.temp, c.base = root, temp, base
@@ -81,11 +91,25 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.shutdown()
-        if old_tmpdir is None:
-            os.environ.pop("RAY_TMPDIR", None)
-        else:
-            os.environ["RAY_TMPDIR"] = old_tmpdir
+        mp.undo()
+        _kill_leftovers(base)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _kill_leftovers(base: str) -> None:
+    """SIGKILL what is left of this module's cluster (Ray worker processes outlive their raylet for a
+    moment): the processes whose command line names this module's own temp dir, by PID."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if base in cmd:
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def _nodes(cluster, k: int) -> None:
@@ -121,12 +145,12 @@ def test_one_node_lost_within_s_the_run_finishes_and_says_so(cluster):
         if it == 3 and not killed:
             killed.append(_kill_raylet(cluster, pool.info[1]["node_id"]))
 
-    cfg, scenario = _config(cluster)
+    cfg, scenario = _config(cluster, iterations=LONG)
     out = cluster.root / "lose-one"
     res = run_real(cfg, scenario, out, progress=False, hooks=RunHooks(after_dispatch=kill_node_of_worker_1))
-    assert killed and res.status == "finished" and res.iterations_done == ITERS
+    assert killed and res.status == "finished" and res.iterations_done == LONG
     run = read_run_dir(out)
-    assert run.iterations.iteration.tolist() == list(range(ITERS))  # no iteration lost
+    assert run.iterations.iteration.tolist() == list(range(LONG))  # no iteration lost
     status = json.loads((out / "status.json").read_text())
     assert status["status"] == "finished"
     assert [d["worker"] for d in status["dead_workers"]] == [1] and status["dead_workers"][0]["iteration"] >= 3
