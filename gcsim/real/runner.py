@@ -124,8 +124,9 @@ def ray_session(cfg: RealConfig):
             else:
                 # short path: Ray's socket paths under it must stay below the 107-byte unix limit
                 temp_dir = tempfile.mkdtemp(prefix="gcsim-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-                ray.init(address="local", num_cpus=cfg.ray_num_cpus or cfg.n_workers, _temp_dir=temp_dir,
-                         _node_ip_address="127.0.0.1", **kwargs)
+                with loopback_only():
+                    ray.init(address="local", num_cpus=cfg.ray_num_cpus or cfg.n_workers, _temp_dir=temp_dir,
+                             _node_ip_address="127.0.0.1", **kwargs)
         except Exception as e:  # Ray raises many kinds (ConnectionError, RuntimeError, ValueError, ...)
             if temp_dir is not None:
                 shutil.rmtree(temp_dir, ignore_errors=True)
@@ -148,6 +149,30 @@ def ray_session(cfg: RealConfig):
             ray.shutdown()
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@contextmanager
+def loopback_only():
+    """While starting the private Ray: its daemons (GCS, raylet, agents) and the driver listen on
+    127.0.0.1 only. ``_node_ip_address="127.0.0.1"`` alone does not do it (Ray 2.60 still listened on
+    every interface, issue 10): Ray binds loopback only with its "local clusters only" switch
+    (``ray_constants.ENABLE_RAY_CLUSTER``, env ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``), set here for
+    the start and restored after (the env var too: the worker processes Ray starts later inherit the
+    daemons' environment, not this one's)."""
+    from ray._private import ray_constants
+
+    key = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+    old_const, old_env = ray_constants.ENABLE_RAY_CLUSTER, os.environ.get(key)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    os.environ[key] = "0"
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = old_const
+        if old_env is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old_env
 
 
 def check_reachable(address: str, timeout_s: float) -> None:
