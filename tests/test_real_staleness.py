@@ -18,7 +18,8 @@ def _worker(scheme="pgc-fr", n=4, s=1, worker=0):
     labels = rng.integers(0, 10, size=64).astype(np.int64)
     shards = {j: np.arange(j * 16, (j + 1) * 16) for j in range(n)}
     w = GradientWorker(worker)
-    w.setup(images, labels, shards, scheme=scheme, n=n, s=s, m=1, scheme_seed=0, model="small-cnn", model_seed=0,
+    held = make_scheme(scheme, n, s, 1, 0).held_partitions(worker)
+    w.setup({j: (images[shards[j]], labels[shards[j]]) for j in held}, scheme=scheme, n=n, s=s, m=1, scheme_seed=0, model="small-cnn", model_seed=0,
             dtype="float32", payload_dtype="float32", batch_size=16, sampler_seed=0, cancel_poll_s=0.01)
     from gcsim.real.model import build_model, get_flat_weights
 
@@ -81,3 +82,19 @@ def test_exact_scheme_declares_zero():
     rows = pd.DataFrame(staleness_rows(0, scheme, dec, computed))
     assert set(rows["declared"]) == {0} and set(rows["staleness"]) == {0}
     assert summarize_staleness(rows)["older_than_declared"] == 0
+
+
+def test_worker_setup_takes_exactly_its_own_partitions_data():
+    """A worker receives only the shards of the partitions it holds (issue 10): data for another
+    partition, or a missing one, is refused by name."""
+    pytest.importorskip("torch")
+    images = np.zeros((16, 32, 32, 3), dtype=np.uint8)
+    labels = np.zeros(16, dtype=np.int64)
+    opts = dict(scheme="gc-fr", n=4, s=1, m=1, scheme_seed=0, model="small-cnn", model_seed=0, dtype="float32",
+                payload_dtype="float32", batch_size=8, sampler_seed=0, cancel_poll_s=0.01)
+    held = make_scheme("gc-fr", 4, 1, 1, 0).held_partitions(2)
+    assert held == [2, 3]
+    with pytest.raises(ValueError, match=r"shard_data: expected the partitions worker 2 holds, \[2, 3\], got \[0, 2\]"):
+        GradientWorker(2).setup({0: (images, labels), 2: (images, labels)}, **opts)
+    info = GradientWorker(2).setup({j: (images, labels) for j in held}, **opts)
+    assert info["held"] == [2, 3]

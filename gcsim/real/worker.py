@@ -67,16 +67,18 @@ class GradientWorker:
         self._history: collections.deque = collections.deque(maxlen=HISTORY_LENGTH)
 
     # ------------------------------------------------------------------ setup
-    def setup(self, train_images: np.ndarray, train_labels: np.ndarray, shards: dict, *, scheme: str, n: int,
+    def setup(self, shard_data: dict, *, scheme: str, n: int,
               s: int, m: int, scheme_seed: int, model: str, model_seed: int, dtype: str, payload_dtype: str,
               batch_size: int, sampler_seed: int, cancel_poll_s: float) -> dict:
-        """Build the scheme and the model and copy the held partitions' shards out of the shared set.
+        """Build the scheme and the model and keep the held partitions' shards.
 
         Args:
-            train_images: uint8 ``(N, 32, 32, 3)`` (a zero-copy view of the object store).
-            train_labels: int64 ``(N,)``.
-            shards: partition -> training-set indices of its shard (every partition; only held ones kept).
+            shard_data: held partition -> ``(images, labels)`` of its shard: uint8 ``(N_j, 32, 32, 3)``
+                and int64 ``(N_j,)``, as arrays or as Ray object references (fetched here: a worker
+                receives only its own partitions' data, not the training set; issue 10).
             batch_size: global mini-batch ``B``.
+        Raises:
+            ValueError: ``shard_data`` does not hold exactly the partitions this worker holds.
         Returns:
             ``{"worker", "pid", "host", "held", "n_parameters", "node_id"}`` (``node_id``: the Ray node
             the actor runs on, hex).
@@ -87,8 +89,13 @@ class GradientWorker:
 
         self.scheme = make_scheme(scheme, n, s, m, scheme_seed)
         held = self.scheme.held_partitions(self.worker)
-        self.shards = {j: (np.ascontiguousarray(train_images[shards[j]]), np.ascontiguousarray(train_labels[shards[j]]))
-                       for j in held}
+        if sorted(shard_data) != sorted(held):
+            raise ValueError(f"shard_data: expected the partitions worker {self.worker} holds, {sorted(held)}, "
+                             f"got {sorted(shard_data)}")
+        self.shards = {}
+        for j in held:
+            images, labels = (_resolve(x) for x in shard_data[j])
+            self.shards[j] = (np.ascontiguousarray(images), np.ascontiguousarray(labels))
         self.model = build_model(model, seed=model_seed, dtype=dtype)
         self.model.train()
         self.n_params = num_parameters(self.model)
@@ -202,6 +209,15 @@ class GradientWorker:
         meta = {"worker": self.worker, **state, "losses": losses, "history": list(self._history),
                 "computed_at": dict(self.computed_at), "send": time.time()}
         return meta, payloads
+
+
+def _resolve(x):
+    """``x`` itself, or the object a Ray object reference names."""
+    if type(x).__name__ == "ObjectRef":
+        import ray
+
+        return ray.get(x)
+    return x
 
 
 def remote_worker_class():
