@@ -100,6 +100,33 @@ def test_calibrate_pools_runs_and_records_them(tmp_path, capsys):
     assert main(["simulate", str(out), "--iterations", "5", "--schemes", "uncoded", "--out", str(tmp_path / "s")]) == 0
 
 
+def test_pooling_runs_with_other_stragglers_says_which_was_copied(tmp_path, capsys):
+    """Two runs pooled that differ in their straggler model: the first run's is copied, and the
+    terminal and the file both say so, naming both runs (issue 12: this was silent); same models: no
+    warning."""
+    import yaml
+
+    from gcsim.cli import main
+
+    def run(data, name):
+        sc = validate_scenario(data)
+        return write_sim_run(simulate(sc), sc, tmp_path / name)
+
+    a = run(_scenario(0.4), "a")
+    b = run({**_scenario(0.4), "stragglers": {"delay": {"dist": "expon", "scale": 0.2}}}, "b")
+    same = run({**_scenario(0.4), "seed": 9}, "same")
+    out = tmp_path / "mixed.yaml"
+    assert main(["calibrate", str(a), str(b), "--out", str(out), "--warmup", "2"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: ") == 1
+    assert f"stragglers: copied from run a ({a})" in err and f"run b ({b}) differs" in err
+    text = out.read_text()
+    assert "# WARNING: stragglers: copied from run a" in text
+    assert yaml.safe_load(text)["stragglers"]["delay"]["scale"] == 0.05  # the first run's
+    assert main(["calibrate", str(a), str(same), "--out", str(tmp_path / "ok.yaml"), "--warmup", "2"]) == 0
+    assert "warning" not in capsys.readouterr().err and "WARNING" not in (tmp_path / "ok.yaml").read_text()
+
+
 def test_a_run_given_twice_is_refused(tmp_path, capsys):
     from gcsim.cli import main
 

@@ -34,11 +34,13 @@ def command(run_dirs, out_path, warmup, force):
     gcsim simulate my_cluster.yaml
     """
     from gcsim.compare.rundir import read_distinct_run_dirs
-    from gcsim.compare.scenario_file import write_calibrated_scenario
+    from gcsim.compare.scenario_file import pooled_differences, write_calibrated_scenario
 
     runs = read_distinct_run_dirs(run_dirs, "RUN_DIR")
     cmd = command_line(click.get_current_context(), "calibrate", [str(p) for p in run_dirs])
     path, side = write_calibrated_scenario(runs, out_path, command=cmd, warmup=warmup, force=force)
+    for warning in pooled_differences(runs):
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"wrote {path}" + (f" (+ {', '.join(p.name for p in side)})" if side else ""))
     click.echo(f"next: gcsim simulate {path}")
     return 0

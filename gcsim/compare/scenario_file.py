@@ -99,6 +99,35 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
     return data, cal
 
 
+#: What a calibrated scenario copies from its first run rather than calibrates (issue 12: pooling runs
+#: that differ in these used the first run's silently).
+COPIED_FIELDS = ("stragglers", "policy", "cancel_latency_s")
+
+
+def pooled_differences(runs: Sequence[RunDir]) -> list[str]:
+    """One line per copied field (:data:`COPIED_FIELDS`, message sizes) in which a pooled run differs
+    from the first, which is the one copied. Compute, transfer and master times are calibrated from
+    every run; what the stragglers, policy and message sizes are comes from the first run only.
+
+    Returns:
+        e.g. ``["stragglers: copied from run uncoded-a; run gc-fr-b differs (it contributed only the
+        calibrated times)"]``; empty when the runs agree or there is one run.
+    """
+    from gcsim.compare.calibrate import message_bytes
+
+    runs = list(runs)
+    first = runs[0]
+    out = []
+    for r in runs[1:]:
+        fields = [f for f in COPIED_FIELDS if first.config.get(f) != r.config.get(f)]
+        if message_bytes(first) != message_bytes(r):
+            fields.append("message sizes")
+        for f in fields:
+            out.append(f"{f}: copied from run {first.label} ({first.path}); run {r.label} ({r.path}) differs "
+                       f"(it contributed only the calibrated times)")
+    return out
+
+
 def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
     d = cal.describe()
     run = runs[0]
@@ -111,6 +140,7 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         "",
         "Copied from the run (what it specified): n_workers, stragglers, policy, cancel_latency_s,",
         "cancel_granularity, workload.gradient_bytes / model_bytes.",
+        *(f"WARNING: {w}" for w in pooled_differences(runs)),
         "Calibrated from what the run measured (gcsim/compare/calibrate.py):",
         f"  workload.compute: per-partition CPU work, mean {d['compute_per_partition_mean_s'] * 1e3:.2f} ms"
         f" on an idle core ({d['compute_rows']} worker rows"
@@ -196,4 +226,4 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
     return out, list(side)
 
 
-__all__ = ["calibrated_scenario", "default_schemes", "write_calibrated_scenario"]
+__all__ = ["calibrated_scenario", "default_schemes", "pooled_differences", "write_calibrated_scenario"]
