@@ -114,6 +114,36 @@ def summarize(iterations: pd.DataFrame, loads: dict[str, dict], refusals: dict[s
     return out
 
 
+def trace_frame(data, columns: list[str], table: str) -> pd.DataFrame:
+    """A trace table from exactly its columns: ``pd.DataFrame(data, columns=columns)`` fills a missing
+    or misspelled key with NaN and drops an unknown one without a word (issue 11); this refuses both.
+
+    Args:
+        data: a mapping column -> values (scalars broadcast), or a sequence of row mappings.
+        columns: the table's columns, in order (e.g. :data:`WORKER_COLUMNS`).
+        table: the file it becomes, for the message (e.g. ``"workers.csv"``).
+    Returns:
+        DataFrame with ``columns`` in that order (empty rows: an empty frame with those columns).
+    Raises:
+        ValueError: ``"workers.csv: expected the columns ..., got ... missing [...] unknown [...]"``.
+    """
+    want = set(columns)
+
+    def check(keys) -> None:
+        got = set(keys)
+        if got != want:
+            raise ValueError(f"{table}: expected exactly its columns {list(columns)}, missing "
+                             f"{sorted(want - got)}, unknown {sorted(got - want)}")
+
+    if isinstance(data, dict):
+        check(data)
+    else:
+        data = list(data)
+        for row in data:
+            check(row)
+    return pd.DataFrame(data, columns=columns)
+
+
 def write_csv(path: Path, df: pd.DataFrame, columns: list[str]) -> None:
     """Atomically write ``df[columns]`` as CSV (raises KeyError if a column is missing)."""
     atomic_write_text(path, df[columns].to_csv(index=False, float_format="%.9g"))

@@ -41,7 +41,7 @@ import pandas as pd
 
 from gcsim.errors import RunFailedError
 from gcsim.real.staleness import STALENESS_COLUMNS, staleness_rows
-from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS
+from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, trace_frame
 
 
 class RunInterrupted(Exception):
@@ -568,7 +568,7 @@ class ParameterServer:
         """Committed iterations, :data:`ITERATION_COLUMNS`; ``attrs["refusals"]`` = ``{label: committed
         iterations with a refused decode}`` and ``attrs["dead_workers"]`` = ``{label: workers lost in
         this and earlier sessions}``, which :func:`gcsim.trace.summarize` writes to summary.csv."""
-        df = pd.DataFrame(self.iteration_rows, columns=ITERATION_COLUMNS)
+        df = trace_frame(self.iteration_rows, ITERATION_COLUMNS, "iterations.csv")
         df.attrs["refusals"] = {self.label: self.refusal_status()["refused_iterations"]}
         df.attrs["dead_workers"] = {self.label: self.prior_deaths + len(self.deaths)}
         return df
@@ -585,9 +585,9 @@ class ParameterServer:
 
     def staleness_frame(self) -> pd.DataFrame:
         """Committed ``staleness.csv`` rows, :data:`gcsim.real.staleness.STALENESS_COLUMNS`."""
-        return pd.DataFrame(self.staleness_rows, columns=STALENESS_COLUMNS)
+        return trace_frame(self.staleness_rows, STALENESS_COLUMNS, "staleness.csv")
 
     def workers_frame(self) -> pd.DataFrame:
         """Committed worker rows sorted by (iteration, worker), :data:`WORKER_COLUMNS`."""
         rows = [self.worker_rows[key] for key in sorted(self.worker_rows)]
-        return pd.DataFrame(rows, columns=WORKER_COLUMNS)
+        return trace_frame(rows, WORKER_COLUMNS, "workers.csv")

@@ -59,7 +59,7 @@ from gcsim.scenario import Scenario
 from gcsim.schemes import Scheme
 from gcsim.sim.cpu import ProcessorSharing
 from gcsim.stragglers import DrawBlock, StragglerProcess, master_rng
-from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize
+from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize, trace_frame
 
 #: Most (iteration, worker, scheme) rows one run may produce: they are all held in memory (~0.5 KB
 #: each at the peak, while workers.csv is written) and written to workers.csv (~90 bytes each).
@@ -602,21 +602,21 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
     # worker status: arrived (all its messages in by decodable_s), cancelled, late
     n_msgs = np.stack([plans_at[it][3] for it in range(I)])
     status = np.where(n_arrived_w >= n_msgs, _ARRIVED, np.where(cancelled & (n_sent < n_msgs), _CANCELLED, _LATE))
-    it_df = pd.DataFrame({
+    it_df = trace_frame({
         "scheme": label, "iteration": np.arange(I), "start_s": start, "decodable_s": decodable, "end_s": end,
         "duration_s": end - start, "n_arrived": n_arrived, "n_used": n_used,
         "other_cpu_wait_s": (np.minimum(background[0], sc.workload.cores) * (decodable - start) + burst_in_wait
                              if background is not None else np.nan),
         "other_cpu_finish_s": (np.minimum(background[1], sc.workload.cores) * (end - decodable)
                                if background is not None else np.nan),
-    }, columns=ITERATION_COLUMNS)
-    w_df = pd.DataFrame({
+    }, ITERATION_COLUMNS, "iterations.csv")
+    w_df = trace_frame({
         "scheme": label, "iteration": np.repeat(np.arange(I), n), "worker": np.tile(np.arange(n), I),
         "n_partitions": n_part.ravel(), "dispatch_s": disp_s.ravel(), "compute_start_s": cstart_s.ravel(),
         "compute_s": comp_s.ravel(), "delay_s": delay.ravel(), "slowdown": block.slowdown.ravel(),
         "send_s": send_s.ravel(), "arrival_s": arr_s.ravel(), "used": used_w.ravel(),
         "status": _STATUS[status.ravel()], "cpu_s": (cpu_part_s + cpu_call_s).ravel(),
         "compute_cpu_s": cpu_part_s.ravel(),
-    }, columns=WORKER_COLUMNS)
+    }, WORKER_COLUMNS, "workers.csv")
     it_df.attrs["refusals"] = refused
     return it_df, w_df

@@ -49,7 +49,7 @@ from gcsim.schemes import Scheme
 from gcsim.sim.engine import (DISPATCH_STREAM, MAX_RUN_S, SimResult, _check_finite_draws, _check_run_length, _first_bad,
                               _Given, apply_overrides, check_run_size)
 from gcsim.stragglers import DrawBlock, StragglerProcess, master_uniforms
-from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize
+from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize, trace_frame
 
 #: worker-iterations per block (draws and per-worker arrays of one block are held at once).
 BLOCK_WORKER_ITERATIONS = 1 << 18
@@ -488,21 +488,20 @@ class _SchemeRun:
                           np.where(cancelled & (n_sent < plan.n_msgs[None, :]), _CANCELLED, _LATE))
         comp = np.take_along_axis(cum, np.broadcast_to(plan.d[None, :, None], (b, n, 1)), axis=2)[:, :, 0]
         disp = cstart if extra is not None else cstart
-        self.worker_frames.append(pd.DataFrame({
+        self.worker_frames.append(trace_frame({
             "scheme": self.label, "iteration": np.repeat(its, n), "worker": np.tile(np.arange(n), b),
             "n_partitions": np.tile(plan.d, b), "dispatch_s": disp.ravel(), "compute_start_s": cstart.ravel(),
             "compute_s": comp.ravel(), "delay_s": block.delay_s[rows].ravel(), "slowdown": block.slowdown[rows].ravel(),
             "send_s": send_w.ravel(), "arrival_s": arr_w.ravel(), "used": used_w.ravel(),
             "status": _STATUS[status.ravel()], "cpu_s": comp.ravel(), "compute_cpu_s": comp.ravel(),
-        }, columns=WORKER_COLUMNS))
+        }, WORKER_COLUMNS, "workers.csv"))
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         cols = {k: np.concatenate(v) for k, v in self.iter_cols.items()}
         I = len(cols["start_s"])
-        it_df = pd.DataFrame({"scheme": self.label, "iteration": np.arange(I), **cols,
+        it_df = trace_frame({"scheme": self.label, "iteration": np.arange(I), **cols,
                               "duration_s": cols["end_s"] - cols["start_s"],
-                              "other_cpu_wait_s": np.nan, "other_cpu_finish_s": np.nan},
-                             columns=ITERATION_COLUMNS)
+                              "other_cpu_wait_s": np.nan, "other_cpu_finish_s": np.nan}, ITERATION_COLUMNS, "iterations.csv")
         w_df = (pd.concat(self.worker_frames, ignore_index=True) if self.worker_frames
                 else pd.DataFrame(columns=WORKER_COLUMNS))
         return it_df, w_df
