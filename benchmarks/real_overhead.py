@@ -22,6 +22,7 @@ taken from its own timestamps. The ratio gcsim / bare is the executor's cost ove
     .venv/bin/python benchmarks/real_overhead.py                 # real CIFAR-10 (data/cifar10), gc-fr, 40 iterations
     .venv/bin/python benchmarks/real_overhead.py --tiny          # synthetic CIFAR-layout data, no data set needed
     .venv/bin/python benchmarks/real_overhead.py --scheme cce-fr --iterations 60 --sleep-s 0.1
+    .venv/bin/python benchmarks/real_overhead.py --tiny --n 32 --s 1 --batch-size 64   # master cost at larger n
     .venv/bin/python benchmarks/real_overhead.py --run-dir runs/study/gc-fr   # analyse an existing run
 """
 
@@ -169,6 +170,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scheme", default="gc-fr", help="scheme of the real run [gc-fr]")
     ap.add_argument("--scenario", default=None, help="scenario YAML [scenarios/real_default.yaml]")
+    ap.add_argument("--n", type=int, default=None, help="workers (default: the scenario's)")
+    ap.add_argument("--s", type=int, default=None, help="stragglers tolerated (default: the scenario's)")
     ap.add_argument("--iterations", type=int, default=40, help="measured iterations of each loop [40]")
     ap.add_argument("--warmup", type=int, default=3, help="iterations dropped at the start of each loop [3]")
     ap.add_argument("--data-dir", default=None, help="CIFAR-10 directory [data/cifar10]")
@@ -191,7 +194,8 @@ def main() -> None:
             batch = args.batch_size or (48 if args.tiny else None)
             total = args.warmup + args.iterations
             cfg, sc = resolve_config(args.scheme, args.scenario, iterations=total, data_dir=data_dir,
-                                     batch_size=batch, eval_every=total, checkpoint_every=total)
+                                     batch_size=batch, eval_every=total, checkpoint_every=total,
+                                     n_workers=args.n, s=args.s)
             run_dir = Path(args.keep) if args.keep else tmp / "run"
             ray.init(num_cpus=cfg.n_workers, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.ERROR)
