@@ -207,7 +207,7 @@ class _Owner:
         return [ray.get_runtime_context().current_actor.value.remote()]
 
     def value(self):
-        time.sleep(HOLD_S)  # killed long before
+        time.sleep(HOLD_S)  # killed long before: the reference is never produced
         return np.zeros(3)
 
 
@@ -218,9 +218,16 @@ def _lost_ref():
     owner = _Owner.remote()
     (ref,) = ray.get(owner.make.remote())
     ray.kill(owner, no_restart=True)
-    with pytest.raises(ray.exceptions.RayActorError):  # wait until the owner is dead
-        ray.get(owner.make.remote())
-    return ref
+    # wait until the owner is dead (ray.kill is asynchronous; under load it took longer than one call)
+    deadline = time.monotonic() + 60.0
+    while True:
+        try:
+            ray.get(owner.make.remote(), timeout=1.0)
+        except ray.exceptions.RayActorError:
+            return ref
+        except ray.exceptions.GetTimeoutError:
+            pass
+        assert time.monotonic() < deadline, "the owner actor was not dead 60 s after ray.kill"
 
 
 class _LosePayloads(ParameterServer):

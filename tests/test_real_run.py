@@ -129,6 +129,7 @@ def test_up_to_s_dead_workers_do_not_stop_the_run(env):
 
 
 def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
+    sigint_before = signal.getsignal(signal.SIGINT)  # SIG_IGN under nohup / a background job
     def kill_two(it, pool):
         if it == 3:
             pool.kill(0)
@@ -153,7 +154,7 @@ def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
     assert res.status == "interrupted" and res.iterations_done == 4
     assert rd.read_status()["status"] == "interrupted"
     assert rd.load_checkpoint()["next_iteration"] == 4
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    assert signal.getsignal(signal.SIGINT) is sigint_before  # handler restored
     # ... and a second resume finishes the run
     res = resume_real(env / "run3", progress=False)
     assert res.status == "finished" and res.iterations_done == ITERS

@@ -218,7 +218,8 @@ def test_real_master_refusal_status_reaches_summary():
     ps.label, ps.refusals = "gc-cr", [(0, ref), (0, ref), (2, ref)]
     ps.deaths, ps.prior_deaths = {4: {"iteration": 1, "cause": "ActorDiedError: x"}}, 1  # one lost now, one before
     ps.iteration_rows = [{"scheme": "gc-cr", "iteration": i, "start_s": i, "decodable_s": i + 0.5, "end_s": i + 1,
-                          "duration_s": 1.0, "n_arrived": 3, "n_used": 3} for i in range(2)]  # iteration 2 not committed
+                          "duration_s": 1.0, "n_arrived": 3, "n_used": 3, "other_cpu_wait_s": np.nan,
+                          "other_cpu_finish_s": np.nan} for i in range(2)]  # iteration 2 not committed
     assert ps.refusal_status() == {"refused_iterations": 1, "refusals": 2,
                                    "first_refusal": {"iteration": 0, "arrived": [1, 2], "reason": ref.reason}}
     summary = summarize(ps.iterations_frame(), {"gc-cr": make_scheme("gc-cr", 3, 1).describe()})
