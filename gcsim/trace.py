@@ -125,7 +125,7 @@ def trace_frame(data, columns: list[str], table: str) -> pd.DataFrame:
     Returns:
         DataFrame with ``columns`` in that order (empty rows: an empty frame with those columns).
     Raises:
-        ValueError: ``"workers.csv: expected the columns ..., got ... missing [...] unknown [...]"``.
+        ValueError: ``"workers.csv: expected exactly its columns [...], missing [...], unknown [...]"``.
     """
     want = set(columns)
 

@@ -130,6 +130,18 @@ def _kill_raylet(cluster, node_id: str) -> int:
     raise AssertionError(f"no worker node {node_id}")
 
 
+def _kill_nodes_of(cluster, workers: list[int], at_iteration: int):
+    """An ``after_dispatch`` hook that kills the nodes of ``workers`` once, at ``at_iteration``, and the
+    list it appends the killed raylets' PIDs to."""
+    killed: list[int] = []
+
+    def hook(it, pool):
+        if it == at_iteration and not killed:
+            killed.extend(_kill_raylet(cluster, pool.info[w]["node_id"]) for w in workers)
+
+    return hook, killed
+
+
 def _config(cluster, **over):
     opts = dict(batch_size=16, eval_every=4, checkpoint_every=2, data_dir=str(cluster.root / "data"),
                 address=cluster.address, fetch_timeout_s=20.0, setup_timeout_s=120.0, placement_timeout_s=60.0)
@@ -139,15 +151,10 @@ def _config(cluster, **over):
 
 def test_one_node_lost_within_s_the_run_finishes_and_says_so(cluster):
     _nodes(cluster, N)
-    killed = []
-
-    def kill_node_of_worker_1(it, pool):
-        if it == 3 and not killed:
-            killed.append(_kill_raylet(cluster, pool.info[1]["node_id"]))
-
+    hook, killed = _kill_nodes_of(cluster, [1], at_iteration=3)
     cfg, scenario = _config(cluster, iterations=LONG)
     out = cluster.root / "lose-one"
-    res = run_real(cfg, scenario, out, progress=False, hooks=RunHooks(after_dispatch=kill_node_of_worker_1))
+    res = run_real(cfg, scenario, out, progress=False, hooks=RunHooks(after_dispatch=hook))
     assert killed and res.status == "finished" and res.iterations_done == LONG
     run = read_run_dir(out)
     assert run.iterations.iteration.tolist() == list(range(LONG))  # no iteration lost
@@ -161,12 +168,7 @@ def test_one_node_lost_within_s_the_run_finishes_and_says_so(cluster):
 
 def test_two_nodes_lost_with_s_1_fail_cleanly_and_resume_finishes_on_the_rest(cluster):
     _nodes(cluster, N)
-    killed = []
-
-    def kill_two(it, pool):
-        if it == 3 and not killed:
-            killed.append(_kill_raylet(cluster, pool.info[0]["node_id"]))
-            killed.append(_kill_raylet(cluster, pool.info[1]["node_id"]))
+    kill_two, killed = _kill_nodes_of(cluster, [0, 1], at_iteration=3)
 
     cfg, scenario = _config(cluster)
     out = cluster.root / "lose-two"

@@ -500,8 +500,9 @@ class _SchemeRun:
         cols = {k: np.concatenate(v) for k, v in self.iter_cols.items()}
         I = len(cols["start_s"])
         it_df = trace_frame({"scheme": self.label, "iteration": np.arange(I), **cols,
-                              "duration_s": cols["end_s"] - cols["start_s"],
-                              "other_cpu_wait_s": np.nan, "other_cpu_finish_s": np.nan}, ITERATION_COLUMNS, "iterations.csv")
+                             "duration_s": cols["end_s"] - cols["start_s"],
+                             "other_cpu_wait_s": np.nan, "other_cpu_finish_s": np.nan},
+                            ITERATION_COLUMNS, "iterations.csv")
         w_df = (pd.concat(self.worker_frames, ignore_index=True) if self.worker_frames
                 else pd.DataFrame(columns=WORKER_COLUMNS))
         return it_df, w_df
