@@ -104,6 +104,11 @@ def test_run_writes_the_trace_format(env):
     assert load["this_session_cores"] + load["other_sessions_cores"] == pytest.approx(load["busy_cores"], abs=2e-3) \
         or load["other_sessions_cores"] == 0.0
     assert load["autogroup"] in (True, False, None) and run.meta["cpu_model"]
+    # the CPU-speed probe before the first and after the last iteration, on every worker
+    for when in ("start", "end"):
+        probe = run.meta["cpu_probe"][when]
+        assert probe["workers"] == run.n_workers and probe["reps"] >= 1
+        assert probe["median_cpu_s"] > 0 and all(v > 0 for v in probe["per_worker_median_cpu_s"])
     # metrics, checkpoint, status, config
     mt = pd.read_csv(env / "run1" / "metrics.csv")
     assert mt.iteration.tolist() == [2, 5] and mt.test_accuracy.between(0, 1).all()

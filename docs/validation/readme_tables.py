@@ -4,7 +4,8 @@
 
 Columns: measured mean / p95 of each target run; the prediction calibrated on ``<calib>-a`` alone
 (``from-<calib>``, fresh draws) with its 95 % CI and p95 error; the same calibrated on ``<calib>-a`` and
-``<calib>-b`` pooled (``from-<calib>-ab``); ``gcsim calibrate`` -> ``gcsim simulate`` of a file from
+``<calib>-b`` pooled (``from-<calib>-ab``); the same as the first with the CPU work per partition scaled
+by the target's CPU-speed probe (``from-<calib>-probe``, when the runs have one); ``gcsim calibrate`` -> ``gcsim simulate`` of a file from
 ``<calib>-a`` (``calibrate-file-<calib>``); the model check (``check-<calib>-paired``: the target's own
 straggler draws, not a prediction).
 """
@@ -23,8 +24,9 @@ def main(path: str, calib: str = "uncoded") -> None:
     for model, g in d.groupby("model", sort=False):
         print(f"\n{model}\n")
         print("| scheme | measured mean s | measured p95 s | predicted mean s (err [95 % CI]) | p95 err "
-              "| from `uncoded-a`+`-b` pooled | `calibrate`→`simulate` | model check (own draws) |")
-        print("|---|---|---|---|---|---|---|---|")
+              "| from `uncoded-a`+`-b` pooled | from `uncoded-a`, speed probe | `calibrate`→`simulate` "
+              "| model check (own draws) |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for _, r in g[g.comparison == f"from-{calib}"].iterrows():
             def other(comp):
                 x = g[(g.comparison == comp) & (g.run == r.run)]
@@ -33,7 +35,7 @@ def main(path: str, calib: str = "uncoded") -> None:
                     + (" (repeat: noise floor)" if r.scheme == calib else ""))
             print(f"| {name} | {r.obs_mean_s:.3f} | {r.obs_p95_s:.3f} | {r.sim_mean_s:.3f} ({pct(r.err_mean)} "
                   f"[{pct(r.err_mean_lo)}, {pct(r.err_mean_hi)}]) | {pct(r.err_p95)} | {other(f'from-{calib}-ab')} "
-                  f"| {other(f'calibrate-file-{calib}')} | {other(f'check-{calib}-paired')} |")
+                  f"| {other(f'from-{calib}-probe')} | {other(f'calibrate-file-{calib}')} | {other(f'check-{calib}-paired')} |")
 
 
 if __name__ == "__main__":

@@ -46,11 +46,13 @@ def _command_line(ctx: click.Context) -> str:
               help="With --cpu-source measured: the CPU other processes took from the workers, as measured "
                    "in the calibration run (a pure prediction) or during each target run (the machine's "
                    "load then, an input recorded beside its iteration times, never fitted to them).")
-@click.option("--speed-from", "speed_from", type=click.Choice(["calibration", "target"]), default="calibration",
-              show_default=True,
-              help="With --cpu-source measured and --calibrate-from: per-partition CPU work as calibrated, or scaled "
-                   "to each target's measured CPU per partition (a diagnostic of machine-speed drift between runs, "
-                   "basis 'given machine state', not a prediction).")
+@click.option("--speed-from", "speed_from", type=click.Choice(["calibration", "probe", "target"]),
+              default="calibration", show_default=True,
+              help="With --cpu-source measured and --calibrate-from: per-partition CPU work as calibrated; "
+                   "probe = scaled by each target's CPU-speed probe (meta.json cpu_probe, timed before its first "
+                   "iteration) over the calibration run's (still a prediction); target = scaled to each target's "
+                   "measured CPU per partition (a diagnostic of machine-speed drift between runs, basis 'given "
+                   "machine state', not a prediction).")
 @click.option("--background", "background", type=click.Choice(["fitted", "measured"]), default="fitted",
               show_default=True,
               help="With --cpu-source measured: the steady CPU other processes take from the workers, fitted so the "

@@ -31,6 +31,8 @@ from gcsim.errors import ConfigError
 MODES = ("scenario", "paired")
 #: where the other-process CPU (``workload.background``) of a prediction comes from
 LOAD_SOURCES = ("calibration", "target")
+#: where the CPU work per partition of a prediction comes from (``speed_from``)
+SPEED_SOURCES = ("calibration", "probe", "target")
 #: how the steady other-process CPU of a ``cpu_source="measured"`` calibration is set
 BACKGROUND_SOURCES = ("fitted", "measured")
 
@@ -82,7 +84,11 @@ class CompareOptions:
             during each target run (an exogenous input recorded beside the target's iteration times,
             never fitted to them: "what would the model say, given the machine's load at that time").
         speed_from: with ``cpu_source="measured"``: ``"calibration"`` (default) – per-partition CPU work
-            as calibrated; ``"target"`` – scaled by the target's median per-partition CPU (its workers'
+            as calibrated; ``"probe"`` – scaled by the target run's CPU-speed probe over the
+            calibration run's (``meta.json`` ``cpu_probe.start``: partition gradients every worker timed
+            before the run's first iteration, :meth:`gcsim.real.master.WorkerPool.probe`), a
+            measurement of the machine, not of any iteration, so still a prediction (out of sample);
+            ``"target"`` – scaled by the target's median per-partition CPU (its workers'
             clocks) over the calibration's: a diagnostic of how much of an error is the machine's CPU
             speed drifting between runs (a shared VM's cores run 5-9 % faster or slower minutes apart),
             not a prediction (:func:`basis_of` says ``given machine state``).
@@ -105,7 +111,7 @@ class CompareOptions:
     confidence: float = 0.95
     cpu_source: Literal["wall", "measured"] = "wall"
     load_from: Literal["calibration", "target"] = "calibration"
-    speed_from: Literal["calibration", "target"] = "calibration"
+    speed_from: Literal["calibration", "probe", "target"] = "calibration"
     background: Literal["fitted", "measured"] = "fitted"
 
     def __post_init__(self):
@@ -123,8 +129,8 @@ class CompareOptions:
             raise ConfigError("--cpu-source", "one of wall, measured", self.cpu_source)
         if self.load_from not in LOAD_SOURCES:
             raise ConfigError("--load-from", f"one of {', '.join(LOAD_SOURCES)}", self.load_from)
-        if self.speed_from not in LOAD_SOURCES:
-            raise ConfigError("--speed-from", f"one of {', '.join(LOAD_SOURCES)}", self.speed_from)
+        if self.speed_from not in SPEED_SOURCES:
+            raise ConfigError("--speed-from", f"one of {', '.join(SPEED_SOURCES)}", self.speed_from)
         if self.background not in BACKGROUND_SOURCES:
             raise ConfigError("--background", f"one of {', '.join(BACKGROUND_SOURCES)}", self.background)
 
@@ -275,6 +281,41 @@ def check_replay(observed_workers: pd.DataFrame, simulated_workers: pd.DataFrame
     return frac
 
 
+def probe_cpu_s(run: RunDir, when: str = "start") -> float:
+    """The run's CPU-speed probe: median CPU-seconds per partition gradient its workers timed
+    before the first iteration (``when="start"``) or after the last (``"end"``) (``meta.json``
+    ``cpu_probe``, written by :func:`gcsim.real.runner.run_real`); NaN when the run has none (runs
+    made before the probe existed, simulated runs)."""
+    probe = (run.meta.get("cpu_probe") or {}).get(when) or {}
+    v = probe.get("median_cpu_s")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else float("nan")
+
+
+def speed_ratio(sources: Sequence[RunDir], run: RunDir, scheme: str, speed_from: str, w_src: int, w: int) -> float:
+    """Factor on the calibrated CPU work per partition for predicting ``(run, scheme)``:
+    ``speed_from="probe"`` – the target's probe over the calibration runs' median probe
+    (:func:`probe_cpu_s`); ``"target"`` – the target's measured CPU per partition over the
+    calibration runs' (:func:`partition_cpu_s`, a diagnostic); 1.0 for ``"calibration"`` or when
+    either side is not measured.
+
+    Raises:
+        ConfigError: ``speed_from="probe"`` and a run without a probe (field ``--speed-from``).
+    """
+    if speed_from == "probe":
+        f_src = float(np.median([probe_cpu_s(src) for src in sources]))
+        f_tgt = probe_cpu_s(run)
+        if not (np.isfinite(f_src) and np.isfinite(f_tgt)):
+            missing = [r.label for r in [*sources, run] if not np.isfinite(probe_cpu_s(r))]
+            raise ConfigError("--speed-from", "calibration or target (runs without a CPU-speed probe in "
+                              f"meta.json: {', '.join(missing)})", "probe")
+    elif speed_from == "target":
+        f_src = float(np.median([partition_cpu_s(src.workers_of(src.schemes[0]), src, w_src) for src in sources]))
+        f_tgt = partition_cpu_s(run.workers_of(scheme), run, w, scheme)
+    else:
+        return 1.0
+    return f_tgt / f_src if np.isfinite(f_src) and np.isfinite(f_tgt) and f_src > 0 else 1.0
+
+
 def partition_cpu_s(workers: pd.DataFrame, run: RunDir, warmup: int, scheme: str | None = None) -> float:
     """Median CPU-seconds per partition the run's workers measured (``compute_cpu_s`` / computation
     load over the arrived rows after ``warmup``); NaN when the trace has no CPU clocks."""
@@ -350,11 +391,9 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                     cal = dataclasses.replace(cal, background_wait_cores=w_bg, background_finish_cores=f_bg,
                                               background_per_iteration_cpu_s=it_bg,
                                               background_per_payload_byte_cpu_s=None)  # the target's own
-            if options.speed_from == "target" and options.cpu_source == "measured" and sources is not None:
-                f_src = float(np.median([partition_cpu_s(src.workers_of(src.schemes[0]), src, w_src) for src in sources]))
-                f_tgt = partition_cpu_s(run.workers_of(sch), run, w, sch)
-                if np.isfinite(f_src) and np.isfinite(f_tgt) and f_src > 0:
-                    cal = dataclasses.replace(cal, compute_values_s=cal.compute_values_s * (f_tgt / f_src))
+            if options.speed_from != "calibration" and options.cpu_source == "measured" and sources is not None:
+                cal = dataclasses.replace(cal, compute_values_s=cal.compute_values_s
+                                          * speed_ratio(sources, run, sch, options.speed_from, w_src, w))
             sim_its, sim_wks = simulate_like(run, sch, cal, options, simulate)
             if options.mode == "paired":
                 check_replay(run.workers_of(sch), sim_wks[sim_wks["scheme"] == sch], run.label)
@@ -389,5 +428,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
 
 
-__all__ = ["BACKGROUND_SOURCES", "LOAD_SOURCES", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

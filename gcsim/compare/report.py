@@ -78,7 +78,12 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
                                         + ("; steady background fitted to the workers’ CPU clocks"
                                            if opt.background == "fitted" and opt.load_from == "calibration"
                                            else "; steady background as measured")
-                                        if opt.cpu_source == "measured" else "") + ".",
+                                        if opt.cpu_source == "measured" else "")
+        + ({"probe": "; CPU work per partition scaled by each target's CPU-speed probe (timed before its first "
+                     "iteration) over the calibration run's",
+            "target": "; CPU work per partition scaled to each target's measured CPU per partition (basis "
+                      "*given machine state*: a diagnostic, not a prediction)"}.get(opt.speed_from, "")
+           if opt.cpu_source == "measured" else "") + ".",
         f"- Replications per scheme: {opt.replications}; warm-up dropped: "
         + ", ".join(f"{it.label}: {it.warmup}" for it in result.items) + " iterations.",
         f"- Bands: {bands}. **pass**: the {opt.confidence:.0%} bootstrap CI of every banded relative error "

@@ -65,6 +65,10 @@ from gcsim.rundir import NewRunDir, RunStatus, effective_status, new_run_dir, re
 #: Default parent of new run directories.
 DEFAULT_RUNS_ROOT = Path("runs/real")
 
+#: Partition gradients each worker times in the CPU-speed probe before the first iteration and
+#: after the last (``meta.json`` ``cpu_probe``; :meth:`gcsim.real.master.WorkerPool.probe`).
+CPU_PROBE_REPS = 5
+
 
 @dataclass
 class RunHooks:
@@ -461,6 +465,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
                             model=cfg.model, model_seed=cfg.seed, dtype=cfg.dtype, payload_dtype=cfg.payload_dtype,
                             batch_size=cfg.batch_size, sampler_seed=cfg.seed, cancel_poll_s=cfg.cancel_poll_s),
                        train_x, train_y, shards, timeout_s=cfg.setup_timeout_s, should_stop=lambda: stop.set)
+            cpu_probe = {"start": pool.probe(CPU_PROBE_REPS, timeout_s=cfg.setup_timeout_s), "end": None}
         except BaseException as e:
             if pool is not None:
                 pool.shutdown()
@@ -525,6 +530,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
             ps.drain(timeout_s=5.0)
             cpu_load = _cpu_load_between(cpu_before, (_host_cpu_times(), time.process_time(), session_cpu_s()),
                                          eval_cpu_s)
+            cpu_probe["end"] = pool.probe(CPU_PROBE_REPS, timeout_s=cfg.setup_timeout_s)
         except RunFailedError as e:
             ps.abandon_iteration()
             ps.drain(timeout_s=1.0)
@@ -568,7 +574,7 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
     write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
                model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
                host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
-               cpu_model=cpu_model_name(), host_cpu_load=cpu_load, ray=ray_info, worker_niceness=niceness, dead_workers=dead_workers(ps),
+               cpu_model=cpu_model_name(), host_cpu_load=cpu_load, cpu_probe=cpu_probe, ray=ray_info, worker_niceness=niceness, dead_workers=dead_workers(ps),
                other_cpu_scope=("host" if len(local_pids) == cfg.n_workers else
                                 f"master's host only ({len(local_pids)} of {cfg.n_workers} workers on it)"))
     return RealRunResult(run.path, status, done, summary, test_acc, wall_s)

@@ -127,6 +127,42 @@ class GradientWorker:
         """The actor's process id (liveness check)."""
         return os.getpid()
 
+    def probe(self, reps: int) -> dict:
+        """Measure this process's CPU speed on the run's own work: ``reps`` gradients of one
+        partition-sized slice (the first ``B / k`` images of the first held shard, at the current
+        weights), each timed by the process's CPU clock (``time.process_time``) and by wall time.
+
+        The master runs it on every worker at once before the first iteration and after the last
+        (:meth:`gcsim.real.master.WorkerPool.probe`), so a run records the machine's speed without
+        looking at any iteration: the comparator can scale a calibration's CPU work per partition by
+        the ratio of two runs' probes (issue 9: the VM's speed drifts between runs).
+
+        Args:
+            reps: number of timed gradients, ``>= 1``.
+        Returns:
+            ``{"worker", "cpu_s": [reps CPU-seconds], "wall_s": [reps seconds]}``.
+        Raises:
+            ValueError: ``reps < 1``; RuntimeError: called before :meth:`setup`.
+        """
+        from gcsim.real.model import slice_gradient
+
+        if int(reps) < 1:
+            raise ValueError(f"reps: expected >= 1, got {reps}")
+        if self.scheme is None:
+            raise RuntimeError("probe: setup() has not run")
+        j0 = self.scheme.held_partitions(self.worker)[0]
+        b0 = int(self.sizes[j0])
+        images, labels = self.shards[j0]
+        cpu, wall = [], []
+        for _ in range(int(reps)):
+            c0, w0 = time.process_time(), time.perf_counter()
+            slice_gradient(self.model, images[:b0], labels[:b0], self.batch_size)
+            cpu.append(time.process_time() - c0)
+            wall.append(time.perf_counter() - w0)
+        self.model.zero_grad(set_to_none=False)
+        self._cpu_mark = time.process_time()  # the probe's CPU is not Ray's work before the next call
+        return {"worker": self.worker, "cpu_s": cpu, "wall_s": wall}
+
     # ------------------------------------------------------------------ one iteration
     def _sleep(self, seconds: float) -> bool:
         """Sleep ``seconds`` in slices; True if the call was cancelled meanwhile."""

@@ -25,6 +25,10 @@ straggler draws, scored on iterations the calibration never saw):
   on the other schemes only (still out of sample: neither calibration run is a target);
 * ``from-<calib>-given-load``: the same, with the other-process CPU measured during each target
   run (``--load-from target``: an input recorded beside the target's times, never fitted to them);
+* ``from-<calib>-probe``: calibrated on ``<calib>-a``, with the CPU work per partition scaled by each
+  target's CPU-speed probe over ``<calib>-a``'s (``meta.json`` ``cpu_probe.start``: partition gradients
+  every worker timed before the run's first iteration – the machine's speed, not an outcome of the
+  target's iterations, so still out of sample);
 * ``from-<coded>``: calibrated on one coded scheme's run (default ``gc-fr``), measured CPU;
 * ``from-<calib>-wall``: the earlier approach (CPU inferred from wall time), for reference.
 
@@ -206,16 +210,19 @@ def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Cal
 
 
 def _comparisons(calib: str, coded: str) -> list[tuple[str, tuple[str, ...], dict]]:
-    """``(name, source run label(s), CompareOptions fields)`` of the protocol's comparisons: five
+    """``(name, source run label(s), CompareOptions fields)`` of the protocol's comparisons: six
     predictions (out of sample; ``from-<calib>-ab`` pools the calibration scheme's runs before and
     after the targets, which averages the machine's drift over the pass, and scores the other
-    schemes only), one model check (``check-...``: the target's own straggler draws replayed, so it
+    schemes only; ``from-<calib>-probe`` scales the CPU work per partition by the target's CPU-speed
+    probe, timed before its first iteration, over the calibration run's), one model check (``check-...``: the target's own straggler draws replayed, so it
     measures how well the calibration transfers, without the luck of the draws) and one diagnostic
     (``given-...``)."""
     return [
         (f"from-{calib}", (f"{calib}-a",), {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-ab", (f"{calib}-a", f"{calib}-b"), {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-given-load", (f"{calib}-a",), {"cpu_source": "measured", "load_from": "target"}),
+        (f"from-{calib}-probe", (f"{calib}-a",), {"cpu_source": "measured", "load_from": "calibration",
+                                                  "speed_from": "probe"}),
         (f"from-{coded}", (coded,), {"cpu_source": "measured", "load_from": "calibration"}),
         (f"from-{calib}-wall", (f"{calib}-a",), {"cpu_source": "wall", "load_from": "calibration"}),
         (f"check-{calib}-paired", (f"{calib}-a",), {"cpu_source": "measured", "load_from": "target", "mode": "paired"}),
@@ -309,7 +316,7 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
         one row per (model, comparison, target run): the :meth:`CompareResult.table` columns plus
         ``model``, ``comparison``, ``target``, ``exact`` and the target's machine load.
     """
-    from gcsim.compare.pipeline import CompareOptions, compare_runs
+    from gcsim.compare.pipeline import CompareOptions, compare_runs, probe_cpu_s
     from gcsim.compare.rundir import read_run_dir
 
     calib, coded = options.calibration_scheme, options.coded_scheme
@@ -319,6 +326,8 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
         for name, source, fields in _comparisons(calib, coded):
             if not all(label in read for label in source):
                 continue
+            if fields.get("speed_from") == "probe" and not all(np.isfinite(probe_cpu_s(r)) for r in read.values()):
+                continue  # runs made before the CPU-speed probe existed
             targets = [(r, r.schemes) for label, r in read.items() if label not in source]
             opts = CompareOptions(replications=options.replications, warmup=options.warmup, seed=options.seed,
                                   **fields)
