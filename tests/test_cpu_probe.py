@@ -95,3 +95,14 @@ def test_worker_probe_times_partition_gradients():
     assert all(c > 0 for c in out["cpu_s"]) and all(t > 0 for t in out["wall_s"])
     with pytest.raises(ValueError, match="reps: expected >= 1, got 0"):
         w.probe(0)
+
+
+def test_calibrated_scenario_names_the_probe(tmp_path):
+    src = _run(tmp_path, "src", C, [{"name": "uncoded"}], C)
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(src.path), "--out", str(out)]) == 0
+    header = [ln for ln in out.read_text().splitlines() if ln.startswith("#")]
+    assert any("CPU-speed probe" in ln and "30.00 ms (src)" in ln for ln in header)
+    old = _run(tmp_path, "old", C, [{"name": "uncoded"}], None)
+    assert main(["calibrate", str(old.path), "--out", str(tmp_path / "old.yaml")]) == 0
+    assert "CPU-speed probe" not in (tmp_path / "old.yaml").read_text()

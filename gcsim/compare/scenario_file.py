@@ -17,6 +17,7 @@ say so.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
@@ -128,6 +129,20 @@ def pooled_differences(runs: Sequence[RunDir]) -> list[str]:
     return out
 
 
+def _probe_lines(runs: list[RunDir]) -> list[str]:
+    """Header lines giving each run's CPU-speed probe (meta.json ``cpu_probe.start``), so a user whose
+    machine runs faster or slower later can scale ``workload.compute`` by the ratio (issue 9); none
+    when no run has a probe."""
+    from gcsim.compare.pipeline import probe_cpu_s
+
+    probes = [(r.label, probe_cpu_s(r)) for r in runs]
+    if not any(math.isfinite(v) for _, v in probes):
+        return []
+    vals = ", ".join(f"{v * 1e3:.2f} ms ({label})" for label, v in probes if math.isfinite(v))
+    return [f"    the run's CPU-speed probe before its first iteration (one partition gradient, CPU time): {vals};",
+            "    on a machine (or day) whose probe differs, scale workload.compute by new probe / this one"]
+
+
 def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
     d = cal.describe()
     run = runs[0]
@@ -145,6 +160,7 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         f"  workload.compute: per-partition CPU work, mean {d['compute_per_partition_mean_s'] * 1e3:.2f} ms"
         f" on an idle core ({d['compute_rows']} worker rows"
         + (", from the workers' CPU clocks)" if _uses_measured_cpu(run) else ", de-contended wall time)"),
+        *_probe_lines(runs),
         f"  workload.call_overhead: per-call CPU besides the partitions, mean {d['call_overhead_mean_s'] * 1e3:.2f} ms",
         f"  workload.cores: {d['cores']} (the cores the workers shared)" if d["cores"] is not None
         else "  workload.cores: unset (every worker had a core of its own)",

@@ -220,35 +220,44 @@ class WorkerPool:
             del shard_refs
         return self.info
 
-    def probe(self, reps: int = 5, timeout_s: float = 60.0) -> dict | None:
-        """Every live worker's CPU speed at this moment (:meth:`GradientWorker.probe`, all at once, as
-        they compute in an iteration), summarised for ``meta.json``'s ``cpu_probe``.
+    def probe(self, reps: int = 5, timeout_s: float = 60.0, sequential: bool = False) -> dict | None:
+        """Every live worker's CPU speed at this moment (:meth:`GradientWorker.probe`), summarised for
+        ``meta.json``'s ``cpu_probe``.
 
         Args:
             reps: timed partition gradients per worker.
-            timeout_s: longest wait; workers that do not answer in time (or are dead) are left out.
+            timeout_s: longest wait (per worker when ``sequential``); workers that do not answer in
+                time (or are dead) are left out.
+            sequential: probe one worker after the other (each alone on the machine's cores) instead
+                of all at once (as they compute in an iteration).
         Returns:
-            ``{"reps", "workers", "median_cpu_s" (CPU-seconds per partition gradient, median over every
-            worker and rep), "median_wall_s", "per_worker_median_cpu_s" (n, NaN for a worker left
-            out), "utc"}``, or None when no worker answered.
+            ``{"reps", "workers", "sequential", "median_cpu_s" (CPU-seconds per partition gradient,
+            median over every worker and rep), "median_wall_s", "per_worker_median_cpu_s" (n, NaN for
+            a worker left out), "utc"}``, or None when no worker answered.
         """
         import ray
 
-        refs = {w: a.probe.remote(int(reps)) for w, a in enumerate(self.actors)}
-        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=float(timeout_s))
+        def answer(ref, timeout):
+            try:
+                return ray.get(ref, timeout=timeout)
+            except Exception:  # a dead, failed or slow worker: its speed is unknown
+                return None
+
         got = {}
-        for w, r in refs.items():
-            if r in ready:
-                try:
-                    got[w] = ray.get(r, timeout=1.0)
-                except Exception:  # a dead or failed worker: its speed is unknown
-                    continue
+        if sequential:
+            for w, a in enumerate(self.actors):
+                got[w] = answer(a.probe.remote(int(reps)), float(timeout_s))
+        else:
+            refs = {w: a.probe.remote(int(reps)) for w, a in enumerate(self.actors)}
+            ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=float(timeout_s))
+            got = {w: answer(r, 1.0) for w, r in refs.items() if r in ready}
+        got = {w: v for w, v in got.items() if v is not None}
         if not got:
             return None
         cpu = np.concatenate([np.asarray(v["cpu_s"], float) for v in got.values()])
         wall = np.concatenate([np.asarray(v["wall_s"], float) for v in got.values()])
         per = [float(np.median(got[w]["cpu_s"])) if w in got else float("nan") for w in range(self.n)]
-        return {"reps": int(reps), "workers": len(got), "median_cpu_s": float(np.median(cpu)),
+        return {"reps": int(reps), "workers": len(got), "sequential": bool(sequential), "median_cpu_s": float(np.median(cpu)),
                 "median_wall_s": float(np.median(wall)), "per_worker_median_cpu_s": per,
                 "utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
