@@ -58,6 +58,7 @@ from gcsim.latency import build_distribution
 from gcsim.scenario import Scenario
 from gcsim.schemes import Scheme
 from gcsim.sim.cpu import ProcessorSharing
+from gcsim.sim.progress import iteration_ticker
 from gcsim.stragglers import DrawBlock, StragglerProcess, master_rng
 from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize, trace_frame
 
@@ -165,26 +166,13 @@ def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterat
                          for t in range(I)], dtype=np.float64)
     _check_finite_draws(sc, block, decode_s)
 
-    bar = None
-    if progress is True:
-        from tqdm import tqdm
-        bar = tqdm(total=I * len(built), unit="it", desc="simulate", leave=False)
-        tick = bar.update
-    elif callable(progress):
-        tick = progress
-    else:
-        tick = None
-
     it_frames, w_frames, refusals = [], [], {}
-    try:
+    with iteration_ticker(progress, I * len(built), "simulate") as tick:
         for label, sch in built.items():
             it_df, w_df = _simulate_scheme(label, sch, sc, block, decode_s, tick)
             refusals[label] = it_df.attrs.pop("refusals", [])
             it_frames.append(it_df)
             w_frames.append(w_df)
-    finally:
-        if bar is not None:
-            bar.close()
     iterations_df = pd.concat(it_frames, ignore_index=True)
     _check_run_length(sc, block, decode_s, float(iterations_df["end_s"].max()))
     workers_df = pd.concat(w_frames, ignore_index=True)

@@ -48,6 +48,7 @@ from gcsim.scenario import Scenario
 from gcsim.schemes import Scheme
 from gcsim.sim.engine import (DISPATCH_STREAM, MAX_RUN_S, SimResult, _check_finite_draws, _check_run_length, _first_bad,
                               _Given, apply_overrides, check_run_size)
+from gcsim.sim.progress import iteration_ticker
 from gcsim.stragglers import DrawBlock, StragglerProcess, master_uniforms
 from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, summarize, trace_frame
 
@@ -552,19 +553,10 @@ def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None,
                             dtype=np.float64).reshape(I)
     runs = [_SchemeRun(label, sch, sc, I, trace, decode_check) for label, sch in built.items()]
 
-    bar = None
-    if progress is True:
-        from tqdm import tqdm
-        bar = tqdm(total=I * len(built), unit="it", desc="simulate (vector)", leave=False)
-        tick = bar.update
-    elif callable(progress):
-        tick = progress
-    else:
-        tick = None
     net = sc.network
     model_s = net.latency_s + sc.workload.model_bytes / net.bandwidth_bytes_per_s
     step = block_iterations(n, max_load if process.compute is not None and process.compute.n_uniforms else 0)
-    try:
+    with iteration_ticker(progress, I * len(built), "simulate (vector)") as tick:
         for a in range(0, I, step):
             its = np.arange(a, min(I, a + step))
             block = process.draw_block(its, max_load)
@@ -581,9 +573,6 @@ def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None,
                 r.run_block(its, block, decode_s, extra, next_ready, cum=cum)
                 if tick is not None:
                     tick(len(its))
-    finally:
-        if bar is not None:
-            bar.close()
     it_frames, w_frames = zip(*(r.frames() for r in runs))
     iterations_df = pd.concat(it_frames, ignore_index=True)
     run_s = float(iterations_df["end_s"].max())
