@@ -3,7 +3,8 @@
 One process replays what ``gcsim real`` computes – same model, data shards, per-iteration slices
 (:mod:`gcsim.real.sampling`), scheme encode/decode/combine, SGD with momentum – but every worker
 computes its round-robin partition every iteration, so every used message carries exactly the
-staleness the scheme declares. The n - s used messages are the first of a random arrival order
+staleness the scheme declares (``--no-staleness``: every held partition fresh every iteration, the
+messages and decode unchanged). The n - s used messages are the first of a random arrival order
 (seeded). This separates what the optimiser does with the declared staleness (a property of the
 scheme with these settings) from what the executor adds (cancelled calls leaving older gradients).
 
@@ -41,6 +42,9 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data-dir", default="data/cifar10")
+    ap.add_argument("--no-staleness", action="store_true",
+                    help="every worker computes every held partition every iteration (computation load s+1), so "
+                         "the messages and decode are the scheme's but no gradient is stale: isolates staleness")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     load0 = os.getloadavg()
@@ -62,7 +66,7 @@ def main() -> None:
         set_flat_weights(worker_model, get_flat_weights(model))
         losses = []
         for w in range(a.n):
-            for j in scheme.assignment(t)[w]:
+            for j in (scheme.held_partitions(w) if a.no_staleness else scheme.assignment(t)[w]):
                 x, y = tx[shards[j]], ty[shards[j]]
                 pos = slice_positions(len(y), int(sizes[j]), a.seed, t, j)
                 g, loss = slice_gradient(worker_model, x[pos], y[pos], a.batch_size)

@@ -22,8 +22,9 @@ draw (:meth:`Distribution.from_uniform`). Callers that need common random number
 the real executor) draw the uniforms from their own keyed streams and transform them in bulk;
 :meth:`Distribution.sample` is the plain ``rng`` interface.
 
-Errors: specs raise :class:`SpecFieldError` inside pydantic validation; :mod:`gcsim.scenario` turns
-every validation error into a one-line :class:`gcsim.errors.ConfigError` naming the field path.
+Errors: specs raise :class:`gcsim.validation.SpecFieldError` inside pydantic validation;
+:func:`gcsim.validation.config_error_from_validation` turns every validation error into a one-line
+:class:`gcsim.errors.ConfigError` naming the field path.
 """
 
 from __future__ import annotations
@@ -39,30 +40,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 #: Names of the non-scipy kinds.
 SPECIAL_KINDS = ("constant", "shifted_expon", "bimodal", "mixture", "empirical")
-#: Prefix of the pydantic union tags (stripped from error paths by gcsim.scenario).
-TAG_PREFIX = "dist:"
-
-NonNegFinite = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-PosFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Probability = Annotated[float, Field(ge=0, le=1)]
-
-
-class SpecFieldError(ValueError):
-    """Raised inside spec validators: ``field`` (relative dotted path), ``allowed``, ``given``."""
-
-    def __init__(self, field: str, allowed: str, given: Any):
-        self.field, self.allowed, self.given = field, allowed, given
-        super().__init__(f"{field}: expected {allowed}, got {given!r}")
-
-
-class _GivenRepr(str):
-    """A string whose repr is itself (for messages like ``got missing``)."""
-
-    def __repr__(self) -> str:
-        return str(self)
-
-
-MISSING = _GivenRepr("missing")
+from gcsim.validation import (MISSING, TAG_PREFIX, GivenLabel as _GivenRepr, NonNegFinite, PosFinite, Probability,
+                              SpecFieldError, config_error_from_validation)
 
 
 # ============================================================================ specs
@@ -475,9 +454,7 @@ def parse_spec(data: Any, field: str = "dist", base_dir: str | Path | None = Non
     """
     from pydantic import TypeAdapter, ValidationError
 
-    from gcsim.scenario import config_error_from_validation
-
     try:
         return TypeAdapter(DistSpec).validate_python(data, context={"base_dir": base_dir})
     except ValidationError as e:
-        raise config_error_from_validation(e, prefix=field) from None
+        raise config_error_from_validation(e, prefix=field, root=DistSpec) from None

@@ -34,7 +34,6 @@ Example (all times in seconds, sizes in bytes)::
 from __future__ import annotations
 
 import re
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -43,13 +42,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, V
 
 from gcsim.streams import MAX_WORKERS
 from gcsim.errors import ConfigError, SchemeError
-from gcsim.latency import (TAG_PREFIX, BimodalSpec, ConstantSpec, DistSpec, EmpiricalSpec, MISSING, MixtureComponent,
-                           MixtureSpec, ScipySpec, ShiftedExponSpec, SpecFieldError)
-
-NonNegFinite = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-PosFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Probability = Annotated[float, Field(ge=0, le=1)]
-NonNegInt = Annotated[StrictInt, Field(ge=0)]
+from gcsim.latency import ConstantSpec, DistSpec
+from gcsim.validation import (GivenLabel as _GivenLabel, NonNegFinite, NonNegInt, PosFinite, PosInt, Probability,
+                              SpecFieldError)
+from gcsim.validation import config_error_from_validation as _config_error
 
 POLICIES = ("cancel", "carry-over")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -67,7 +63,7 @@ class SchemeSpec(_Model):
 
     name: str
     s: NonNegInt = 0
-    m: Annotated[StrictInt, Field(ge=1)] = 1
+    m: PosInt = 1
     seed: NonNegInt = 0
     label: Optional[str] = None
 
@@ -178,7 +174,7 @@ class Replay(_Model):
     duration_col: Optional[str] = None
     apply: Literal["delay", "slowdown"] = "delay"
     rule: Literal["error", "wrap", "block-bootstrap"] = "error"
-    block: Annotated[StrictInt, Field(ge=1)] = 20
+    block: PosInt = 20
 
     @model_validator(mode="after")
     def _readable(self, info: ValidationInfo):
@@ -226,7 +222,7 @@ class Scenario(_Model):
 
     name: str
     n_workers: Annotated[StrictInt, Field(ge=1, le=MAX_WORKERS)]  # worker indices stay below every stream tag (gcsim.streams)
-    iterations: Annotated[StrictInt, Field(ge=1)] = 1000
+    iterations: PosInt = 1000
     seed: Annotated[StrictInt, Field(ge=0, lt=2**32)] = 0
     schemes: list[SchemeSpec] = Field(min_length=1)
     workload: Workload
@@ -366,7 +362,7 @@ def _check_unique_keys(node: Any, path: tuple = (), _seen: set | None = None) ->
             if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
                 key = key_node.value
                 if key in first_line:
-                    raise ConfigError(_join(list(path) + [key]), "a key given once",
+                    raise ConfigError(".".join(str(x) for x in (*path, key)), "a key given once",
                                       _GivenLabel(f"{key!r} twice (lines {first_line[key]} and "
                                                   f"{key_node.start_mark.line + 1})"))
                 first_line[key] = key_node.start_mark.line + 1
@@ -390,98 +386,6 @@ def validate_scenario(data: Any, base_dir: str | Path | None = None) -> Scenario
         raise config_error_from_validation(e) from None
 
 
-def _strip(loc: tuple) -> list:
-    return [x for x in loc if not (isinstance(x, str) and x.startswith(TAG_PREFIX))]
-
-
-def _join(parts: list) -> str:
-    return ".".join(str(x) for x in parts)
-
-
-_TAG_CLASSES = {
-    TAG_PREFIX + "constant": ConstantSpec, TAG_PREFIX + "shifted_expon": ShiftedExponSpec,
-    TAG_PREFIX + "bimodal": BimodalSpec, TAG_PREFIX + "mixture": MixtureSpec,
-    TAG_PREFIX + "empirical": EmpiricalSpec, TAG_PREFIX + "scipy": ScipySpec,
-}
-
-
-def _model_at(loc: tuple, root: type[BaseModel] | None) -> type[BaseModel] | None:
-    """Walk the model types along an error location (with union tags) to the model it points into."""
-    cur: Any = root
-    for part in loc:
-        if isinstance(part, str) and part in _TAG_CLASSES:
-            cur = _TAG_CLASSES[part]
-            continue
-        cur = _unwrap(cur)
-        if isinstance(part, int):
-            args = typing.get_args(cur)
-            cur = args[0] if args else None
-            continue
-        if isinstance(cur, type) and issubclass(cur, BaseModel) and part in cur.model_fields:
-            cur = cur.model_fields[part].annotation
-        else:
-            return None
-    cur = _unwrap(cur)
-    return cur if isinstance(cur, type) and issubclass(cur, BaseModel) else None
-
-
-def _unwrap(t: Any) -> Any:
-    while True:
-        origin = typing.get_origin(t)
-        if origin is typing.Annotated:
-            t = typing.get_args(t)[0]
-        elif origin is typing.Union:
-            args = [a for a in typing.get_args(t) if a is not type(None)]
-            if len(args) != 1:
-                return t
-            t = args[0]
-        else:
-            return t
-
-
-def config_error_from_validation(exc: ValidationError, prefix: str | None = None,
-                                 root: type[BaseModel] | None = Scenario) -> ConfigError:
-    """Turn a pydantic ValidationError into one ConfigError (the first error), whose message is
-    ``<field path>: expected <allowed>, got <given>``; ``prefix`` is prepended to the path."""
-    err = exc.errors(include_url=False)[0]
-    loc = tuple(err.get("loc", ()))
-    path = _strip(loc)
-    if prefix:
-        path = [prefix] + path
-    etype = err.get("type", "")
-    given = err.get("input")
-    ctx = err.get("ctx") or {}
-    inner = ctx.get("error")
-    if isinstance(inner, SpecFieldError):
-        field = _join(path + [inner.field])
-        return ConfigError(field, inner.allowed, inner.given)
-    field = _join(path) or "scenario"
-    if etype == "extra_forbidden":
-        model = _model_at(loc[:-1], root) if root is not None else None
-        allowed = f"one of the keys {', '.join(model.model_fields)}" if model is not None else "a known key"
-        return ConfigError(field, allowed, _GivenLabel(f"unknown key {path[-1]!r}" if path else "unknown key"))
-    if etype in ("model_type", "model_attributes_type", "dict_type"):
-        model = _model_at(loc, root) if root is not None else None
-        if model is not None:
-            return ConfigError(field, f"a mapping with the keys {', '.join(model.model_fields)}", given)
-        return ConfigError(field, "a mapping", given)
-    if etype == "missing":
-        return ConfigError(field, "a value (required field)", MISSING)
-    if etype == "dist_kind":
-        if isinstance(given, dict):
-            given = given.get("dist", MISSING)
-        return ConfigError(_join(path + ["dist"]), "a mapping with a 'dist' key naming the distribution", given)
-    if etype == "too_short":
-        return ConfigError(field, f"at least {ctx.get('min_length', 1)} item(s)", given)
-    msg = str(err.get("msg", "invalid value"))
-    for pre in ("Input should be ", "Value error, ", "Assertion failed, "):
-        if msg.startswith(pre):
-            msg = msg[len(pre):]
-    if msg.startswith("expected "):
-        msg = msg[len("expected "):]
-    return ConfigError(field, msg, given)
-
-
-class _GivenLabel(str):
-    def __repr__(self) -> str:
-        return str(self)
+def config_error_from_validation(exc: ValidationError, prefix: str | None = None, root=Scenario) -> ConfigError:
+    """:func:`gcsim.validation.config_error_from_validation` with the scenario as the root model."""
+    return _config_error(exc, prefix=prefix, root=root)

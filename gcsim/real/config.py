@@ -16,12 +16,11 @@ from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from gcsim.errors import ConfigError, SchemeError
+from gcsim.validation import NonNegInt, PosInt, config_error_from_validation
 
 #: The scenario used when ``--scenario`` is not given.
 DEFAULT_SCENARIO_NAME = "real_default.yaml"
 
-PosInt = Annotated[StrictInt, Field(ge=1)]
-NonNegInt = Annotated[StrictInt, Field(ge=0)]
 
 
 class RealConfig(BaseModel):
@@ -114,9 +113,8 @@ def validate_real_config(values: dict, *, option_names: bool) -> RealConfig:
     try:
         cfg = RealConfig.model_validate(values)
     except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        key = ".".join(str(x) for x in err["loc"])
-        raise ConfigError(name(key), str(err["msg"]).removeprefix("Input should be "), err.get("input")) from None
+        err = config_error_from_validation(e, root=RealConfig)
+        raise ConfigError(name(err.field), err.allowed, err.given) from None
     if cfg.batch_size < cfg.n_workers:
         raise ConfigError(name("batch_size"), f"an integer >= the number of workers n={cfg.n_workers} (at least "
                           f"one image per partition slice)", cfg.batch_size)

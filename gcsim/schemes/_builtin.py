@@ -1,6 +1,6 @@
-"""Registers the built-in schemes, in the order ``gcsim schemes`` lists them."""
+"""The built-in schemes, in the order ``gcsim schemes`` lists them (:mod:`gcsim.schemes.registry`
+registers them on first use; this module imports no registry, so the two form no import cycle)."""
 
-from gcsim.schemes.registry import register
 from gcsim.schemes.uncoded import Uncoded
 from gcsim.schemes.ignore_stragglers import IgnoreStragglers
 from gcsim.schemes.gc_fr import GcFr
@@ -11,5 +11,4 @@ from gcsim.schemes.cce_cr import CceCr
 from gcsim.schemes.pgc_fr import PgcFr
 from gcsim.schemes.pgc_cr import PgcCr
 
-for _cls in (Uncoded, IgnoreStragglers, GcFr, GcCr, GcMds, CceFr, CceCr, PgcFr, PgcCr):
-    register(_cls)
+BUILTIN_SCHEMES = (Uncoded, IgnoreStragglers, GcFr, GcCr, GcMds, CceFr, CceCr, PgcFr, PgcCr)

@@ -44,4 +44,10 @@ def _load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    from gcsim.schemes import _builtin  # noqa: F401  (registers every built-in scheme)
+    from gcsim.schemes._builtin import BUILTIN_SCHEMES
+
+    registered = dict(_REGISTRY)  # schemes a user registered before the first lookup come after the built-ins
+    _REGISTRY.clear()
+    for cls in BUILTIN_SCHEMES:
+        register(cls)
+    _REGISTRY.update({k: v for k, v in registered.items() if k not in _REGISTRY})
