@@ -68,7 +68,8 @@ class PipelinedScheme(Scheme):
     # ----------------------------------------------------------------- construction
     def _build(self):
         self._held = [self._held_partitions(i) for i in range(self.n)]
-        self._per_phase: dict = {}
+        self._per_phase: dict = {}  # phase -> (messages, staleness), least recently used first
+        self._held_arr = None
         return self._assignment_at(0), self._phase_data(0)[0]
 
     @property
@@ -88,27 +89,40 @@ class PipelinedScheme(Scheme):
     def staleness_matrix(self, iteration: int) -> np.ndarray:
         """int ``(n, k)``: iterations since worker i last computed partition j, as used in its
         message of ``iteration``; -1 where i does not hold j or (warm-up ``"zeros"``) has never
-        computed it; ``iteration + 1`` for a partition only computed before step 0 (``"reference"``)."""
+        computed it; ``iteration + 1`` for a partition only computed before step 0 (``"reference"``).
+
+        Worker i computes position ``(offset_i + t') mod h`` at iteration t', so position q was last
+        computed ``age = (offset_i + t - q) mod h`` iterations before t (module docstring); computed
+        with whole arrays (``(n, h)``), no per-worker loop."""
         h = self.s + 1
-        out = np.full((self.n, self.k), -1, dtype=int)
-        for i in range(self.n):
-            for q, j in enumerate(self._held[i]):
-                age = (self._offset(i) + iteration - q) % h
-                if iteration - age >= 0:
-                    out[i, j] = age
-                elif self.warmup == "reference":
-                    out[i, j] = iteration + 1
+        if getattr(self, "_held_arr", None) is None:
+            self._held_arr = np.array(self._held, dtype=np.int64).reshape(self.n, h)
+            self._offsets = np.array([self._offset(i) for i in range(self.n)], dtype=np.int64)
+        age = (self._offsets[:, None] + int(iteration) - np.arange(h)[None, :]) % h  # (n, h)
+        val = np.where(iteration - age >= 0, age, iteration + 1 if self.warmup == "reference" else -1)
+        out = np.full((self.n, self.k), -1, dtype=np.int64)
+        out[np.arange(self.n)[:, None], self._held_arr] = val
         return out
+
+    #: bytes the per-phase message tables may hold before the oldest phase is dropped (rebuilt on
+    #: demand): at n = 1024 with s near n there are 2s + 1 phases of two (n, k) arrays, 16 MB each
+    #: (issue 13: 8.6 GB held before this bound)
+    PHASE_CACHE_BYTES = 256 * 2**20
 
     def _phase_data(self, iteration: int) -> tuple[list[Message], np.ndarray]:
         key = self._phase(iteration)
-        if key not in self._per_phase:
+        hit = self._per_phase.pop(key, None)
+        if hit is None:
             stale = self.staleness_matrix(iteration)
             coeffs = (stale >= 0).astype(np.float64)
             msgs = [Message(id=i, worker=i, coeffs=coeffs[i][:, None], payload_fraction=1.0)
                     for i in range(self.n)]
-            self._per_phase[key] = (msgs, stale)
-        return self._per_phase[key]
+            hit = (msgs, stale)
+            per_phase = stale.nbytes + coeffs.nbytes
+            while self._per_phase and (len(self._per_phase) + 1) * per_phase > self.PHASE_CACHE_BYTES:
+                self._per_phase.pop(next(iter(self._per_phase)))  # least recently used first
+        self._per_phase[key] = hit  # (re)inserted last: dicts keep insertion order
+        return hit
 
     # ----------------------------------------------------------------- public API
     def assignment(self, iteration: int = 0) -> list[list[int]]:
