@@ -34,8 +34,8 @@ def test_staleness_matrix_is_the_definition(name, n, s, warmup):
 
 def test_phase_cache_is_bounded_and_rebuilt_phases_are_equal():
     sch = make_scheme("pgc-cr", 64, 40)
-    per_phase = 2 * 64 * 64 * 8
-    sch.PHASE_CACHE_BYTES = 5 * per_phase  # room for 5 of the 2s+1 = 81 phases
+    per_phase = 3 * 64 * 41 * 8 + 200 * 64  # what pipelined.py counts per phase
+    sch.PHASE_CACHE_BYTES = 5 * per_phase + 1  # room for 5 of the 2s+1 = 81 phases
     first = {t: [m.coeffs.copy() for m in sch.messages(t)] for t in range(90)}
     assert len(sch._per_phase) == 5
     for t in (0, 3, 41, 89):  # evicted long ago: rebuilt, identical
@@ -43,3 +43,18 @@ def test_phase_cache_is_bounded_and_rebuilt_phases_are_equal():
     d1 = sch.decode(list(range(64)), 60)
     np.testing.assert_array_equal(d1.staleness, sch.staleness_matrix(60)[list(d1.used)])
     assert len(sch._per_phase) <= 5
+
+
+def test_decode_cache_is_bounded_in_bytes():
+    sch = make_scheme("pgc-fr", 64, 7)
+    one = sch.decode(list(range(64)), 20)
+    size = one.weights.nbytes + one.staleness.nbytes
+    sch.clear_cache()
+    sch.cache_bytes = 3 * size  # three pipelined decodings
+    first = {t: sch.decode(list(range(64)), t) for t in range(40)}
+    assert len(sch._cache) == 3 and sch._cache_nbytes == 3 * size
+    again = sch.decode(list(range(64)), 2)  # evicted: decoded again, the same
+    assert again is not first[2] and again.used == first[2].used
+    np.testing.assert_array_equal(again.staleness, first[2].staleness)
+    sch.clear_cache()
+    assert sch._cache_nbytes == 0 and not sch._cache

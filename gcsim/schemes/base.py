@@ -75,6 +75,40 @@ class Message:
 
 
 @dataclass(frozen=True)
+class SparseMessage:
+    """A :class:`Message` stored by its support: what a scheme whose messages each touch few of the k
+    partitions (the pipelined schemes: s + 1 of them) keeps, so n messages cost ``O(n s)`` memory
+    instead of ``O(n k)`` (issue 13: dense tables of the pipelined schemes held 114 MB at n = 1024,
+    s = 3). Same attributes as :class:`Message`; ``coeffs`` is built on demand.
+
+    Attributes:
+        id, worker, payload_fraction: as in :class:`Message`.
+        support: the partitions with a non-zero coefficient, increasing, shape ``(d,)``.
+        values: float64 ``(d, m)``: their coefficients.
+        k: number of partitions (``coeffs`` is ``(k, m)``).
+    """
+
+    id: int
+    worker: int
+    support: tuple[int, ...]
+    values: np.ndarray
+    k: int
+    payload_fraction: float
+
+    @property
+    def partitions(self) -> tuple[int, ...]:
+        """Partitions whose gradients enter this message (the support)."""
+        return self.support
+
+    @property
+    def coeffs(self) -> np.ndarray:
+        """float64 ``(k, m)``: the dense coefficients (zeros off the support)."""
+        out = np.zeros((self.k, self.values.shape[1]))
+        out[list(self.support)] = self.values
+        return out
+
+
+@dataclass(frozen=True)
 class Decoding:
     """How the master combines arrived payloads into the gradient (sum over partitions).
 
@@ -209,6 +243,9 @@ class Scheme:
     residual_tolerance: ClassVar[float] = 1e-6
     #: most decodings kept in the per-scheme cache (oldest dropped first), bounding memory in long runs.
     cache_size: ClassVar[int] = 65536
+    #: most bytes of arrays the cached decodings may hold (oldest dropped first): a pipelined decoding
+    #: carries an ``(n - s, k)`` staleness table, 8 MB at n = 1024 (issue 13)
+    cache_bytes: ClassVar[int] = 256 * 2**20
     #: parameter sets the conformance kit checks (class docstring); every registered scheme declares some
     examples: ClassVar[tuple[dict, ...]] = ()
 
@@ -225,6 +262,7 @@ class Scheme:
         self.n, self.s, self.m, self.seed = int(n), int(s), int(m), int(seed)
         self.k = self.n
         self._cache: dict = {}
+        self._cache_nbytes = 0
         self._coeff_tensor: np.ndarray | None = None
         #: why the last :meth:`decode` call returned None when it refused an arrived set, else None
         self.last_refusal: Refusal | None = None
@@ -299,6 +337,7 @@ class Scheme:
     def clear_cache(self) -> None:
         """Forget every cached decoding."""
         self._cache.clear()
+        self._cache_nbytes = 0
 
     @property
     def computation_load(self) -> int:
@@ -365,9 +404,12 @@ class Scheme:
             result = self._cache[key]
         except KeyError:
             result = self._checked(self._decode_at(arr, iteration), arr, iteration)
-            if len(self._cache) >= self.cache_size:
-                self._cache.pop(next(iter(self._cache)))
+            size = _nbytes(result)
+            while self._cache and (len(self._cache) >= self.cache_size
+                                   or self._cache_nbytes + size > self.cache_bytes):
+                self._cache_nbytes -= _nbytes(self._cache.pop(next(iter(self._cache))))
             self._cache[key] = result
+            self._cache_nbytes += size
         if isinstance(result, Refusal):
             self.last_refusal = result
             return None
@@ -478,7 +520,7 @@ class Scheme:
             if j not in gradients:
                 raise SchemeError.param(self.name, f"gradients for message {message_id}", f"partition {j}", sorted(gradients))
             ch = split_chunks(gradients[j], self.m)  # (m, L)
-            term = msg.coeffs[j] @ ch  # (L,)
+            term = _coeff_row(msg, j) @ ch  # (L,)
             out = term if out is None else out + term
         return out
 
@@ -539,6 +581,20 @@ class Scheme:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(n={self.n}, s={self.s}, m={self.m}, seed={self.seed}, "
                 f"payload_dtype={self.payload_dtype!r})")
+
+
+def _nbytes(result) -> int:
+    """Bytes of the arrays a cached decode result holds (a Decoding's weights and staleness; 0 for a
+    refusal or None)."""
+    return sum(int(getattr(getattr(result, f, None), "nbytes", 0)) for f in ("weights", "staleness"))
+
+
+def _coeff_row(msg, j: int) -> np.ndarray:
+    """Message ``msg``'s coefficients of partition ``j``, ``(m,)``, without building a sparse
+    message's dense table."""
+    if isinstance(msg, SparseMessage):
+        return msg.values[msg.support.index(j)]
+    return msg.coeffs[j]
 
 
 def one_message_per_worker(assignment: Sequence[Sequence[int]], coeff_rows: np.ndarray, m: int = 1) -> list[Message]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.base import Decoding, Loads, Message, Scheme
+from gcsim.schemes.base import Decoding, Loads, Scheme, SparseMessage
 
 
 class PipelinedScheme(Scheme):
@@ -86,39 +86,51 @@ class PipelinedScheme(Scheme):
         h = self.s + 1
         return [[self._held[i][(self._offset(i) + iteration) % h]] for i in range(self.n)]
 
+    def _held_ages(self, iteration: int) -> np.ndarray:
+        """int ``(n, s+1)``: per worker and held position q (``_held[i][q]``), iterations since it was
+        last computed, as used in the message of ``iteration``: worker i computes position
+        ``(offset_i + t') mod h`` at t', so ``age = (offset_i + t - q) mod h`` (module docstring); -1
+        (warm-up ``"zeros"``) or ``iteration + 1`` (``"reference"``) where it was never computed."""
+        h = self.s + 1
+        if self._held_arr is None:
+            self._held_arr = np.array(self._held, dtype=np.int64).reshape(self.n, h)
+            self._offsets = np.array([self._offset(i) for i in range(self.n)], dtype=np.int64)
+        age = (self._offsets[:, None] + int(iteration) - np.arange(h)[None, :]) % h  # (n, h)
+        return np.where(iteration - age >= 0, age, iteration + 1 if self.warmup == "reference" else -1)
+
+    def _scatter(self, ages: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """int16 ``(len(rows), k)``: the held-position ages of workers ``rows`` spread over the k
+        partitions, -1 where a worker does not hold a partition."""
+        # ages are <= s + 1 (or t + 1 < s + 1 during a "reference" warm-up): int16 holds every n a scenario
+        # accepts and keeps a cached decoding's table at 2 bytes a cell (issue 13)
+        out = np.full((len(rows), self.k), -1, dtype=np.int16 if self.n < 2**15 else np.int32)
+        out[np.arange(len(rows))[:, None], self._held_arr[rows]] = ages[rows]
+        return out
+
     def staleness_matrix(self, iteration: int) -> np.ndarray:
         """int ``(n, k)``: iterations since worker i last computed partition j, as used in its
         message of ``iteration``; -1 where i does not hold j or (warm-up ``"zeros"``) has never
         computed it; ``iteration + 1`` for a partition only computed before step 0 (``"reference"``).
+        Built on demand (the scheme keeps ``(n, s+1)`` per phase, not this)."""
+        return self._scatter(self._held_ages(iteration), np.arange(self.n))
 
-        Worker i computes position ``(offset_i + t') mod h`` at iteration t', so position q was last
-        computed ``age = (offset_i + t - q) mod h`` iterations before t (module docstring); computed
-        with whole arrays (``(n, h)``), no per-worker loop."""
-        h = self.s + 1
-        if getattr(self, "_held_arr", None) is None:
-            self._held_arr = np.array(self._held, dtype=np.int64).reshape(self.n, h)
-            self._offsets = np.array([self._offset(i) for i in range(self.n)], dtype=np.int64)
-        age = (self._offsets[:, None] + int(iteration) - np.arange(h)[None, :]) % h  # (n, h)
-        val = np.where(iteration - age >= 0, age, iteration + 1 if self.warmup == "reference" else -1)
-        out = np.full((self.n, self.k), -1, dtype=np.int64)
-        out[np.arange(self.n)[:, None], self._held_arr] = val
-        return out
-
-    #: bytes the per-phase message tables may hold before the oldest phase is dropped (rebuilt on
-    #: demand): at n = 1024 with s near n there are 2s + 1 phases of two (n, k) arrays, 16 MB each
-    #: (issue 13: 8.6 GB held before this bound)
+    #: bytes the per-phase tables may hold before the least recently used phase is dropped (rebuilt on
+    #: demand); each phase holds O(n (s+1)) numbers: its messages by support and the held ages
     PHASE_CACHE_BYTES = 256 * 2**20
 
-    def _phase_data(self, iteration: int) -> tuple[list[Message], np.ndarray]:
+    def _phase_data(self, iteration: int) -> tuple[list[SparseMessage], np.ndarray]:
+        """``(messages, held ages (n, s+1))`` of the phase of ``iteration`` (cached)."""
         key = self._phase(iteration)
         hit = self._per_phase.pop(key, None)
         if hit is None:
-            stale = self.staleness_matrix(iteration)
-            coeffs = (stale >= 0).astype(np.float64)
-            msgs = [Message(id=i, worker=i, coeffs=coeffs[i][:, None], payload_fraction=1.0)
-                    for i in range(self.n)]
-            hit = (msgs, stale)
-            per_phase = stale.nbytes + coeffs.nbytes
+            ages = self._held_ages(iteration)
+            msgs = []
+            for i in range(self.n):
+                support = tuple(sorted(int(j) for j, a in zip(self._held[i], ages[i]) if a >= 0))
+                msgs.append(SparseMessage(id=i, worker=i, support=support, values=np.ones((len(support), 1)),
+                                          k=self.k, payload_fraction=1.0))
+            hit = (msgs, ages)
+            per_phase = 3 * ages.nbytes + 200 * self.n  # ages, supports + values, message objects
             while self._per_phase and (len(self._per_phase) + 1) * per_phase > self.PHASE_CACHE_BYTES:
                 self._per_phase.pop(next(iter(self._per_phase)))  # least recently used first
         self._per_phase[key] = hit  # (re)inserted last: dicts keep insertion order
@@ -130,7 +142,7 @@ class PipelinedScheme(Scheme):
         self._phase(iteration)
         return self._assignment_at(iteration)
 
-    def messages(self, iteration: int = 0) -> list[Message]:
+    def messages(self, iteration: int = 0) -> list[SparseMessage]:
         """One message per worker: coefficient 1 on every held partition computed at least once."""
         return self._phase_data(iteration)[0]
 
@@ -143,5 +155,5 @@ class PipelinedScheme(Scheme):
     def _decode_at(self, arrived, iteration):
         used = tuple(sorted(arrived[: self.n - self.s]))
         scale = self.n / ((self.n - self.s) * (self.s + 1))
-        stale = self._phase_data(iteration)[1][list(used)]
+        stale = self._scatter(self._phase_data(iteration)[1], np.asarray(used, dtype=np.int64))
         return Decoding(used=used, weights=np.full((len(used), 1), scale), exact=False, staleness=stale)
