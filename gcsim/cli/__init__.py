@@ -30,6 +30,7 @@ _SUBCOMMANDS = {
     "study": "gcsim.cli.study_cmd",
     "fit": "gcsim.cli.fit_cmd",
     "advise": "gcsim.cli.advise_cmd",
+    "sweep": "gcsim.cli.sweep_cmd",
 }
 
 
@@ -54,6 +55,7 @@ def cli():
     gcsim schemes                          list the gradient-coding schemes
     gcsim schemes check gc-cr --n 10 --s 2 verify a scheme decodes every straggler pattern
     gcsim simulate scenarios/heavy_tail.yaml   predict iteration time per scheme
+    gcsim sweep SWEEP.yaml                 simulate a grid over n, s, m, schemes, stragglers
     gcsim real --scheme cce-fr             measure it with Ray + PyTorch on CIFAR-10
     gcsim compare                          check predictions against measured runs
     gcsim calibrate RUN --out my.yaml      a scenario calibrated from one measured run
