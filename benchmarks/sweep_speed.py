@@ -97,7 +97,8 @@ def main(argv=None) -> int:
         if r["rc"] != 0:
             print(f"{ex}: failed (rc {r['rc']}): {r['error']}")
             continue
-        print(f"{ex}: {r['points']} points, {r['rows']} rows {r['status']} engines {r['engines']}: wall {r['wall_s']:.1f} s "
+        print(f"{ex}: {r['points']} points, {r['rows']} rows {r['status']} engines {r['engines']}: "
+              f"wall {r['wall_s']:.1f} s "
               f"({r['points'] / r['wall_s']:.1f} points/s; sweep session {r['session_s']:.1f} s), "
               + (f"Ray CPUs {r['cpus']}, chunk {r['chunk']}, " if ex == "ray" else "")
               + f"load {r['load_before']} -> {r['load_after']}")

@@ -212,7 +212,8 @@ def test_bad_options_are_one_line_exit_2(tmp_path, capsys):
     sf = sweep_file(tmp_path, {"seed": [1]})
     for args, start in ((["--executor", "local", "--address", "127.0.0.1:1"], "--address: expected used only"),
                         (["--point", "5"], "--point: expected a point index in [0, 0]"),
-                        (["--executor", "local", "--resume", str(tmp_path)], "--resume: expected a sweep run directory"),
+                        (["--executor", "local", "--resume", str(tmp_path)],
+                         "--resume: expected a sweep run directory"),
                         (["--executor", "local", "--out", str(tmp_path)], "--out: expected a new or empty directory")):
         assert main(["sweep", str(sf), "--no-progress", *args]) == 2
         err = capsys.readouterr().err.strip()

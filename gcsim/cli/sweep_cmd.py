@@ -21,6 +21,8 @@ from gcsim.cli.options import IntOption
                    "loopback-only Ray on this machine, or --address); local: one process, no Ray.")
 @click.option("--address", default=None, metavar="HOST:PORT",
               help="Run the tasks on this Ray cluster (its head's address) instead of a private local Ray.")
+@click.option("--connect-timeout", "connect_timeout", type=IntOption(lo=1), default=30, show_default=True,
+              help="Seconds to wait for --address to answer before a one-line error.")
 @click.option("--num-cpus", type=IntOption(lo=1), default=None,
               help="CPUs of the private Ray (default: this machine's usable CPUs).")
 @click.option("--chunk-size", type=IntOption(lo=1), default=None,
@@ -30,7 +32,8 @@ from gcsim.cli.options import IntOption
                    "gives the sweep's numbers for that point. Creates nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
 @click.pass_context
-def command(ctx, sweep, out_dir, resume, executor, address, num_cpus, chunk_size, point, progress):
+def command(ctx, sweep, out_dir, resume, executor, address, connect_timeout, num_cpus, chunk_size, point,
+            progress):
     """Simulate every point of SWEEP.yaml's grid (a base scenario and lists of values for n, s, m,
     schemes and any scenario field, e.g. stragglers.delay.p; format in gcsim/sweep/config.py) and write
     a tidy sweep.csv (one row per point and scheme: grid values, status, mean/p50/p95/p99 seconds,
@@ -58,7 +61,8 @@ def command(ctx, sweep, out_dir, resume, executor, address, num_cpus, chunk_size
         check_same_sweep(Path(resume), plan)  # before anything is printed: a refusal is one line
     click.echo(f"sweep {plan.name}: {plan.total} points ("
                + " x ".join(f"{len(ax.values)} {ax.key}" for ax in plan.axes) + f"), executor {executor}")
-    res = run_sweep(plan, out_dir=out_dir, resume=resume, executor=executor, address=address, num_cpus=num_cpus,
+    res = run_sweep(plan, out_dir=out_dir, resume=resume, executor=executor, address=address,
+                    connect_timeout_s=connect_timeout, num_cpus=num_cpus,
                     chunk_size=chunk_size, progress=progress, command=command_line(ctx, "sweep", [sweep]))
     if res.status == "interrupted":
         if res.done == 0 and resume is None:

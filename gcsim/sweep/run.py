@@ -429,7 +429,8 @@ def _claim_existing(run_dir: Path) -> Path:
         with os.fdopen(fd, "w") as f:
             f.write(f"{os.getpid()}\n")
         return marker
-    raise ConfigError("--resume", "a sweep no other process is running", _Label(f"{str(run_dir)!r} (claimed meanwhile)"))
+    raise ConfigError("--resume", "a sweep no other process is running",
+                      _Label(f"{str(run_dir)!r} (claimed meanwhile)"))
 
 
 @contextlib.contextmanager
@@ -458,8 +459,8 @@ def _load() -> list[float] | None:
 
 
 def run_sweep(plan: SweepPlan, *, out_dir: str | Path | None = None, resume: str | Path | None = None,
-              executor: str = "auto", address: str | None = None, num_cpus: int | None = None,
-              chunk_size: int | None = None, progress: bool = True, command: str = "",
+              executor: str = "auto", address: str | None = None, connect_timeout_s: float = 30.0,
+              num_cpus: int | None = None, chunk_size: int | None = None, progress: bool = True, command: str = "",
               on_point: Callable[[int], None] | None = None) -> SweepResult:
     """Run (or continue) a sweep and publish it.
 
@@ -470,6 +471,7 @@ def run_sweep(plan: SweepPlan, *, out_dir: str | Path | None = None, resume: str
             computed (``out_dir`` must then be None).
         executor: ``auto`` (Ray when importable, else local), ``ray`` or ``local`` (this process, no Ray).
         address: a Ray cluster's ``host:port`` (ray executor); None starts a private local Ray.
+        connect_timeout_s: seconds ``address`` has to answer.
         num_cpus: CPUs of the private Ray (default: this machine's usable CPUs).
         chunk_size: points per Ray task (default :func:`auto_chunk`).
         progress: a tqdm bar on stderr.
@@ -517,7 +519,8 @@ def run_sweep(plan: SweepPlan, *, out_dir: str | Path | None = None, resume: str
     done: dict = {}
     try:
         done = read_log(run_dir / POINTS_LOG, plan)
-        if effective_status(st or None) is RunStatus.FINISHED and len(done) == total and (run_dir / "meta.json").is_file():
+        finished = effective_status(st or None) is RunStatus.FINISHED
+        if finished and len(done) == total and (run_dir / "meta.json").is_file():
             release()
             return SweepResult(run_dir, RunStatus.FINISHED.value, total, total, 0, _rows(done, total),
                                executor, time.perf_counter() - t0, [])
@@ -531,7 +534,7 @@ def run_sweep(plan: SweepPlan, *, out_dir: str | Path | None = None, resume: str
                 points = iter(())
             elif executor == "ray":
                 points = ray_points(plan, todo, address=address, num_cpus=num_cpus, chunk_size=chunk_size,
-                                    on_start=reinstall, info=info)
+                                    connect_timeout_s=connect_timeout_s, on_start=reinstall, info=info)
             else:
                 points = local_points(plan, todo)
             try:
