@@ -4,13 +4,15 @@ training a CNN on CIFAR-10 (see :mod:`gcsim.real.runner`)."""
 from __future__ import annotations
 
 import shlex
+from functools import partial
 from pathlib import Path
 
 import click
 
 
 @click.command(name="real")
-@click.option("--scheme", default=None, help="Scheme CLI name (see `gcsim schemes`), e.g. cce-fr.")
+@click.option("--scheme", default=None, help="Scheme CLI name (see `gcsim schemes`), e.g. cce-fr; `allreduce`: the "
+              "all-reduce baseline (Ray Train, gloo; gcsim/real/allreduce.py).")
 @click.option("--scenario", "scenario_path", type=click.Path(path_type=Path), default=None,
               help="Scenario YAML with the stragglers, policy and defaults [default: scenarios/real_default.yaml].")
 @click.option("--workers", type=int, default=None, help="Number of workers n (= partitions) [scenario].")
@@ -61,7 +63,7 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
     gcsim real --scheme uncoded --iterations 100 --out runs/real/uncoded-test
     gcsim real --resume runs/real/cce-fr-20250101T000000Z
     """
-    from gcsim.errors import ConfigError
+    from gcsim.errors import ConfigError, GcsimError
     from gcsim.real.config import resolve_config
     from gcsim.real.runner import resume_real, run_real
 
@@ -69,16 +71,30 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
                    setup_timeout_s=setup_timeout_s, fetch_timeout_s=fetch_timeout_s, worker_cpus=worker_cpus,
                    placement=placement)
     if resume_dir is not None:
+        from gcsim.real.allreduce import ALLREDUCE
+
+        from gcsim.real.rundir import RealRunDir
+
+        try:
+            saved = RealRunDir(resume_dir).read_real_config().get("scheme")
+        except GcsimError:
+            saved = None  # resume_real says what is wrong with the directory
+        if saved == ALLREDUCE:
+            raise ConfigError("--resume", "a parameter-server run (an allreduce run cannot be resumed: start a new "
+                              "one)", str(resume_dir))
         result = resume_real(resume_dir, iterations=iterations, progress=not no_progress, overrides=cluster)
     else:
         if scheme is None:
             raise ConfigError("--scheme", "a scheme name (see `gcsim schemes`)", None)
-        cfg, scenario = resolve_config(
-            scheme, scenario_path, n_workers=workers, s=s, m=m, iterations=iterations, batch_size=batch_size,
+        from gcsim.real.allreduce import ALLREDUCE, resolve_allreduce_config, run_allreduce
+
+        allreduce = scheme == ALLREDUCE
+        cfg, scenario = (resolve_allreduce_config if allreduce else partial(resolve_config, scheme))(
+            scenario_path, n_workers=workers, s=s, m=m, iterations=iterations, batch_size=batch_size,
             lr=lr, model=model, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
             policy=policy, data_dir=None if data_dir is None else str(data_dir),
             max_train_samples=max_train_samples, ray_num_cpus=ray_num_cpus, **cluster)
-        result = run_real(cfg, scenario, out_dir, progress=not no_progress)
+        result = (run_allreduce if allreduce else run_real)(cfg, scenario, out_dir, progress=not no_progress)
     sm = result.summary
     click.echo(f"run directory: {result.run_dir}")
     click.echo(f"status: {result.status}, iterations: {result.iterations_done}, wall: {result.wall_s:.1f} s")
