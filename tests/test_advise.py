@@ -145,3 +145,28 @@ def test_cli_time_to_target(tmp_path, capsys):
     assert "Predicted time to target" in (out / "advice.md").read_text()
     assert main(["advise", str(p), "--iterations", "50", "--iterations-to-target", "bogus=3"]) == 2
     assert main(["advise", str(p), "--iterations", "50", "--accuracy-target", "0.5"]) == 2
+
+
+def test_verdict_says_why_when_no_coded_scheme_is_a_candidate():
+    adv = advise(_scenario({"delay": {"dist": "bimodal", "p": P, "delay": DELAY}}, iterations=50), n=1)
+    assert adv.table["scheme"].tolist() == ["uncoded"]
+    assert "no exact coded scheme was a candidate at n=1" in adv.verdict
+    adv = advise(_scenario({"delay": {"dist": "bimodal", "p": P, "delay": DELAY}}, iterations=50), max_s=0, max_m=1)
+    assert "no exact coded scheme was a candidate at n=6" in adv.verdict
+
+
+def test_plot_lines_are_told_apart(monkeypatch):
+    # every line of the plot (scheme, m) has its own colour and marker, so the legend reads alone
+    import gcsim.compare.plots as plots
+    from gcsim.advise.output import plot_advice
+    figs = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: figs.append(fig) or path)
+    adv = advise(_scenario({"delay": {"dist": "bimodal", "p": P, "delay": DELAY}}, iterations=50), max_m=4)
+    plot_advice(adv, "unused.png")
+    ax = figs[0].axes[0]
+    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_") and ln.get_label() != "uncoded"
+             and not ln.get_label().startswith("best")]
+    assert len(lines) > 10  # more than one colour cycle
+    styles = [(ln.get_color(), ln.get_marker()) for ln in lines]
+    assert len(set(styles)) == len(styles), styles
+    assert len({ln.get_color() for ln in lines}) == len(lines)

@@ -252,3 +252,167 @@ def test_plain_gcsim_prints_help_and_exits_0(capsys):
     assert main([]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("Usage: gcsim [OPTIONS] COMMAND [ARGS]...") and "simulate" in out and err == ""
+
+
+# --------------------------------------------------------------------------- gcsim fit / advise / replay (issue 12)
+def _trace_text(T: int = 30, W: int = 3, header: str = "worker,iteration,duration") -> str:
+    import numpy as np
+    x = 1.0 + np.random.default_rng(0).exponential(0.1, size=(T, W))
+    return header + "\n" + "".join(f"{w},{t},{x[t, w]:.6f}\n" for t in range(T) for w in range(W))
+
+
+def _lines(text: str, drop: int | None = None, replace: tuple[int, str] | None = None) -> str:
+    rows = text.splitlines(keepends=True)
+    if replace is not None:
+        rows[replace[0]] = replace[1]
+    if drop is not None:
+        del rows[drop]
+    return "".join(rows)
+
+
+GOOD = _trace_text()
+TRACES = {
+    "wrong column names": (_trace_text(header="a,b,c"),
+                           r"bad\.csv:1: worker column: expected a column named one of worker, worker_id, rank "
+                           r"\(or pass --worker-col\), got columns 'a', 'b', 'c'$"),
+    "a worker's row missing in the middle": (_lines(GOOD, drop=1 + 3 * 10 + 1),
+                                             r"bad\.csv:\d+: column 'worker': expected a row for every worker .*, got no "
+                                             r"row for worker 1 at iteration 10$"),
+    "text in a number cell": (_lines(GOOD, replace=(7, "0,2,fast\n")),
+                              r"bad\.csv:8: column 'duration': expected a number >= 0 .*, got 'fast'$"),
+    "5 iterations": (_trace_text(T=5), r"bad\.csv:\d+: column 'iteration': expected at least 20 iterations .*got 5$"),
+    "empty file": ("", r"bad\.csv:1: expected a header line naming the columns, got an empty file$"),
+    "header only": ("worker,iteration,duration\n", r"bad\.csv:2: expected rows of worker, iteration, duration, got none$"),
+    "non-UTF-8 bytes": (GOOD.encode()[:60] + b"\xff\xfe" + GOOD.encode()[60:],
+                        r"bad\.csv:\d+: column \d+: expected UTF-8 text, got byte 0xff"),
+    "huge value": (_lines(GOOD, replace=(4, "0,1,1e300\n")),
+                   r"bad\.csv:5: column 'duration': expected a number >= 0 and <= 1e\+06 .*, got '1e300'$"),
+    "infinite value": (_lines(GOOD, replace=(4, "0,1,inf\n")), r"bad\.csv:5: column 'duration': .*, got 'inf'$"),
+    "per-worker timestamps": ("worker,timestamp,duration\n" + "".join(f"{w},{t + w / 10},1.{t}\n" for t in range(30)
+                                                                      for w in range(3)),
+                              r"bad\.csv:2: column 'timestamp': expected values the workers share at one iteration"),
+    "a row given twice": (GOOD + "1,4,2.0\n", r"bad\.csv:92: column 'iteration': expected one row per worker and "
+                                              r"iteration, got worker 1 at 4 again \(first on line 15\)$"),
+}
+
+
+@pytest.mark.parametrize("case", list(TRACES))
+def test_malformed_trace(case, work, capsys):
+    text, pattern = TRACES[case]
+    (work / "bad.csv").write_bytes(text if isinstance(text, bytes) else text.encode())
+    for extra in ([], ["--out", "fit.yaml"]):
+        _refused(["fit", "bad.csv", *extra], pattern, work, capsys)
+
+
+def test_fit_directory_that_is_not_a_run(work, capsys):
+    (work / "notarun").mkdir()
+    (work / "notarun" / "x.txt").write_text("hello")
+    _refused(["fit", "notarun"], r"notarun: expected a gcsim run directory \(with workers\.csv\) or a CSV file of "
+                                 r"worker, iteration, duration, got a directory without workers\.csv$", work, capsys)
+    _refused(["fit", "nothere.csv"], r"nothere\.csv: expected a gcsim run directory or a CSV file .*does not exist$",
+             work, capsys)
+
+
+@pytest.mark.parametrize("column", ["iteration", "n_partitions", "dispatch_s", "send_s"])
+def test_fit_run_dir_with_text_in_a_cell(column, sim_run, work, capsys):
+    import shutil
+
+    import pandas as pd
+    shutil.copytree(sim_run, work / "run")
+    df = pd.read_csv(work / "run" / "workers.csv")
+    df[column] = df[column].astype(object)
+    df.loc[2, column] = "abc"
+    df.to_csv(work / "run" / "workers.csv", index=False)
+    _refused(["fit", "run"], rf"run/workers\.csv:4: column '{column}': expected .*, got 'abc'$", work, capsys)
+
+
+FIT_FLAGS = {
+    "--out under /proc": (["--out", "/proc/gcsim-fit.yaml"], r"--out: expected a file path in a writable directory, "
+                                                             r"got '/proc/gcsim-fit\.yaml \("),
+    "--out a directory": (["--out", "."], r"--out: expected a file path in an existing directory, got '\.'$"),
+    "--out in a missing directory": (["--out", "no/such/x.yaml"],
+                                     r"--out: expected a file path in an existing directory, got 'no/such/x\.yaml'$"),
+    "--unit-s 0": (["--unit-s", "0"], r"--unit-s: expected a number > 0 .*, got '0'$"),
+    "--unit-s making times huge": (["--unit-s", "1e6"], r"good\.csv:2: column 'duration': expected a number >= 0 and "
+                                                        r"<= 1 \(.*units of 1e\+06 s"),
+    "--families bogus": (["--families", "gamma,bogus"], r"--families: expected comma-separated names from"),
+    "--worker-col absent": (["--worker-col", "host"], r"good\.csv:1: worker column: expected one of the header's "
+                                                      r"columns \(worker, iteration, duration\), got 'host'$"),
+}
+
+
+@pytest.mark.parametrize("case", list(FIT_FLAGS))
+def test_malformed_fit_flag(case, work, capsys):
+    if "/proc" in case and not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    (work / "good.csv").write_text(GOOD)
+    _refused(["fit", "good.csv", *FIT_FLAGS[case][0]], FIT_FLAGS[case][1], work, capsys)
+
+
+def test_fit_out_write_failure_is_one_line_and_keeps_the_old_file(work, capsys, monkeypatch):
+    import gcsim.rundir as rundir
+    (work / "good.csv").write_text(GOOD)
+    (work / "mine.yaml").write_text("hand-edited\n")
+    real = rundir.atomic_write_text
+
+    def failing(path, text):
+        if str(path).endswith("mine.yaml"):
+            raise OSError(28, "No space left on device")
+        return real(path, text)
+    monkeypatch.setattr(rundir, "atomic_write_text", failing)
+    old = os.getcwd()
+    os.chdir(work)
+    try:
+        rc = main(["fit", "good.csv", "--out", "mine.yaml", "--run-dir", "rep"])
+    finally:
+        os.chdir(old)
+    err = capsys.readouterr().err
+    assert rc == 2 and ONE_LINE.match(err) and "Traceback" not in err, err
+    assert "--out: expected a writable file path (the report was written to rep), got 'mine.yaml (No space" in err
+    assert (work / "mine.yaml").read_text() == "hand-edited\n"
+    assert (work / "rep" / "meta.json").is_file()  # the report is complete
+
+
+ADVISE_FLAGS = {
+    "--n 0": (["--n", "0"], r"--n: expected an integer >= 1 or a comma-separated list of them, got '0'$"),
+    "--max-s n": (["--max-s", "4"], r"--max-s: expected an integer < n \(at most 3 for n=4; .*\), got 4$"),
+    "--max-s above n": (["--max-s", "50"], r"--max-s: expected an integer < n .*, got 50$"),
+    "--max-m 0": (["--max-m", "0"], r"--max-m: expected an integer >= 1, got 0$"),
+}
+
+
+@pytest.mark.parametrize("case", list(ADVISE_FLAGS))
+def test_malformed_advise_flag(case, work, capsys):
+    err = _refused(["advise", "ok.yaml", *ADVISE_FLAGS[case][0]], ADVISE_FLAGS[case][1], work, capsys)
+    assert err.startswith("gcsim: error: --"), err
+
+
+def test_advise_objective_bogus(work, capsys):  # click's own one-line message for a choice
+    assert main(["advise", str(work / "ok.yaml"), "--objective", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "'--objective': 'bogus' is not one of 'mean', 'p95', 'p99'" in err
+
+
+def _replay_scenario(work, **replay):
+    (work / "good.csv").write_text(GOOD)  # 3 workers x 30 iterations
+    data = {**SCENARIO, "n_workers": 3, "iterations": 30, "schemes": [{"name": "uncoded"}, {"name": "gc-cr", "s": 1}],
+            "stragglers": {"replay": {"file": "good.csv", **replay}}}
+    (work / "rp.yaml").write_text(yaml.safe_dump(data))
+
+
+def test_replay_file_that_does_not_exist(work, capsys):
+    _replay_scenario(work, file="nothere.csv")
+    for argv in (["simulate", "rp.yaml", "--no-progress"], ["advise", "rp.yaml"]):
+        _refused(argv, r"stragglers\.replay\.file: expected an existing trace CSV or gcsim run directory, got "
+                       r"'nothere\.csv'$", work, capsys)
+
+
+def test_replay_rule_error_when_the_run_is_longer(work, capsys):
+    _replay_scenario(work, rule="error")
+    _refused(["simulate", "rp.yaml", "--no-progress", "--iterations", "31"],
+             r"stragglers\.replay\.rule: expected a trace with at least n_workers=3 workers and iterations=31 "
+             r"iterations, or rule wrap / block-bootstrap; the trace has 3 workers x 30 iterations, got 'error'$",
+             work, capsys)
+    _refused(["advise", "rp.yaml"], r"--iterations: expected at most 30 \(the replayed trace's iterations; "
+                                    r"stragglers\.replay\.rule is error: .*\), got 1000$", work, capsys)

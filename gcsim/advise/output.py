@@ -84,26 +84,39 @@ def plot_advice(adv: Advice, path: Path) -> Path:
     from gcsim.compare.plots import save_figure
     col = f"{adv.objective}_s"
     t = adv.table
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    for (name, m), g in t[t["scheme"] != "uncoded"].groupby(["scheme", "m"], sort=False):
+    fig, ax = plt.subplots(figsize=(9, 5.4))
+    colors = plt.get_cmap("tab20").colors  # one colour and marker per line: no two lines alike in the legend
+    markers = "os^vD<>ph*"
+    for i, ((name, m), g) in enumerate(t[t["scheme"] != "uncoded"].groupby(["scheme", "m"], sort=False)):
         g = g.sort_values("s")
         exact = bool(g["exact"].iloc[0])
-        line, = ax.plot(g["s"], g[col], marker="o", ms=3, ls="-" if exact else ":",
+        line, = ax.plot(g["s"], g[col], marker=markers[i % len(markers)], ms=3, ls="-" if exact else ":",
+                        color=colors[(2 * i) % 20 + (i // 10) % 2],
                         label=f"{name}{f' m={m}' if m > 1 else ''}{'' if exact else ' (approx.)'}")
         lb = g[~g["decode_checked"].astype(bool)]
         if len(lb):  # quorum lower bounds: open markers
-            ax.plot(lb["s"], lb[col], ls="none", marker="o", ms=4, mfc="white", mec=line.get_color())
+            ax.plot(lb["s"], lb[col], ls="none", marker=line.get_marker(), ms=4, mfc="white", mec=line.get_color())
     unc = float(t.loc[t["scheme"] == "uncoded", col].iloc[0])
+    clip = ""
+    if float(t[col].max()) > 3 * unc:  # keep the region that matters readable (advice.csv has every row)
+        ax.set_ylim(0, 3 * unc)
+        clip = f"; {int((t[col] > 3 * unc).sum())} rows > 3x uncoded not shown"
+    if adv.n > 40:  # s from 0 to n - 1: linear to 10, logarithmic beyond
+        from matplotlib.ticker import FixedLocator, ScalarFormatter
+        ax.set_xscale("symlog", linthresh=10)
+        ax.xaxis.set_major_locator(FixedLocator([v for v in (0, 2, 4, 6, 8, 10, 20, 50, 100, 200, 500, 1000, 2000)
+                                                 if v < adv.n]))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.axhline(unc, color="k", ls="--", lw=1, label="uncoded")
     b = adv.best
     ax.plot([b["s"]], [b[col]], marker="*", ms=18, color="gold", mec="k", zorder=5,
             label=f"best exact: {b['scheme']} s={b['s']} m={b['m']}")
     ax.set_xlabel("s (stragglers tolerated)")
     ax.set_ylabel(f"predicted {adv.objective} iteration time (s)")
-    note = "; open markers: lower bounds, decodes not checked" if not t["decode_checked"].all() else ""
-    ax.set_title(f"gcsim advise, n={adv.n}: lower is better ({adv.iterations} simulated iterations each{note})",
-                 fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
+    note = "; open markers: lower bounds, decodes unchecked" if not t["decode_checked"].all() else ""
+    ax.set_title(f"gcsim advise, n={adv.n}: predicted {adv.objective} per scheme, lower is better\n"
+                 f"({adv.iterations} simulated iterations each{note}{clip})", fontsize=9)
+    ax.legend(fontsize=7, ncol=2, loc="best")
     return save_figure(fig, path)
 
 

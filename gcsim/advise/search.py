@@ -263,7 +263,10 @@ def _why_not(sc: Scenario, table: pd.DataFrame, objective: str) -> str:
     c = build_distribution(sc.workload.compute).mean()
     ws = np.mean(sc.stragglers.worker_scale) if sc.stragglers.worker_scale else 1.0
     parts = [f"no coded scheme beats uncoded on the {objective} ({unc[col]:.4g} s)"]
-    if len(coded):
+    if not len(coded):
+        parts.append(f"no exact coded scheme was a candidate at n={sc.n_workers} (every one needs n >= 2 and s >= 1 "
+                     f"or m >= 2: raise --n, --max-s or --max-m)")
+    else:
         best = coded.iloc[0]
         extra = (best["computation_load"] - 1) * c * ws
         parts.append(f"the best coded option, {best['scheme']} s={best['s']} m={best['m']}, computes "
@@ -318,10 +321,16 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
         raise ConfigError("--n", f"{scenario.n_workers} (the scenario's stragglers.worker_scale has that many "
                           f"factors)", n)
     if scenario.stragglers.replay is not None:
-        from gcsim.replay import check_fits
-        why = check_fits(scenario.stragglers.replay, n, iterations or scenario.iterations)
+        from gcsim.replay import check_fits, trace_times
+        rp = scenario.stragglers.replay
+        its = iterations or scenario.iterations
+        T, W = trace_times(rp).shape
+        if check_fits(rp, n, 1) is None and check_fits(rp, n, its) is not None:  # only the length is short
+            raise ConfigError("--iterations", f"at most {T} (the replayed trace's iterations; stragglers.replay.rule "
+                              f"is error: set it to wrap or block-bootstrap to simulate more)", its)
+        why = check_fits(rp, n, its)
         if why is not None:
-            raise ConfigError("stragglers.replay.rule", why, scenario.stragglers.replay.rule)
+            raise ConfigError("stragglers.replay.rule", why, rp.rule)
     max_s = n - 1 if max_s is None else int(max_s)
     if max_s < 0 or max_m < 1:
         raise ConfigError("--max-s/--max-m", "max_s >= 0 and max_m >= 1", (max_s, max_m))

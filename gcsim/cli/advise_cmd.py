@@ -14,7 +14,7 @@ from gcsim.cli.options import IntOption
               help="Workers (default the scenario's n_workers); a comma-separated list searches each.")
 @click.option("--objective", type=click.Choice(["mean", "p95", "p99"]), default="mean", show_default=True,
               help="What to minimise: mean, p95 or p99 iteration time.")
-@click.option("--max-s", type=IntOption(lo=0), default=None, help="Largest s tried (default n - 1).")
+@click.option("--max-s", type=IntOption(lo=0), default=None, help="Largest s tried (default n - 1; with several --n, capped at each n - 1).")
 @click.option("--max-m", type=IntOption(lo=1), default=4, show_default=True, help="Largest m tried (cce-*).")
 @click.option("--iterations", type=IntOption(lo=10), default=1000, show_default=True,
               help="Simulated iterations per candidate (all candidates share the same draws).")
@@ -64,6 +64,9 @@ def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, to
             raise ConfigError("--n", "an integer >= 1 or a comma-separated list of them", n_list) from None
         if not ns or min(ns) < 1:
             raise ConfigError("--n", "an integer >= 1 or a comma-separated list of them", n_list)
+    if max_s is not None and max_s >= max(ns):
+        raise ConfigError("--max-s", f"an integer < n (at most {max(ns) - 1} for n={max(ns)}; s counts stragglers "
+                          f"among the n workers)", max_s)
     if accuracy_target is not None and to_target is None:
         raise ConfigError("--accuracy-target", "used only with --iterations-to-target", accuracy_target)
     to_target_iters = parse_iterations_to_target(to_target, accuracy_target) if to_target is not None else None

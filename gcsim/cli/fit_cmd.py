@@ -27,6 +27,23 @@ class _FloatOption(click.ParamType):
         return v
 
 
+def _check_writable(out_yaml: str) -> None:
+    """Refuse an ``--out`` that cannot be written before any work (the file is replaced atomically at the
+    end, so its parent directory must take a new file): one-line ConfigError."""
+    import tempfile
+    from pathlib import Path
+    p = Path(out_yaml)
+    if p.is_dir() or not p.absolute().parent.is_dir():
+        raise ConfigError("--out", "a file path in an existing directory", out_yaml)
+    if p.exists() and not p.is_file():
+        raise ConfigError("--out", "a regular file path (it is replaced)", out_yaml)
+    try:
+        with tempfile.NamedTemporaryFile(dir=p.absolute().parent, prefix=f".{p.name}.", suffix=".probe"):
+            pass
+    except OSError as e:
+        raise ConfigError("--out", "a file path in a writable directory", f"{out_yaml} ({e.strerror or e})") from None
+
+
 @click.command("fit")
 @click.argument("trace", metavar="TRACE")
 @click.option("--out", "out_yaml", default=None, metavar="FILE",
@@ -76,10 +93,7 @@ def command(ctx, trace, out_yaml, run_dir, scheme, worker_col, iteration_col, du
         if bad or not fams:
             raise ConfigError("--families", f"comma-separated names from {', '.join(FAMILIES)}", families)
     if out_yaml is not None:
-        from pathlib import Path
-        p = Path(out_yaml)
-        if p.is_dir() or not p.absolute().parent.is_dir():
-            raise ConfigError("--out", "a file path in an existing directory", out_yaml)
+        _check_writable(out_yaml)
     if run_dir is not None:
         check_out_dir(run_dir, "--run-dir")
     tr = read_trace(trace, scheme=scheme, worker_col=worker_col, iteration_col=iteration_col,
@@ -95,7 +109,11 @@ def command(ctx, trace, out_yaml, run_dir, scheme, worker_col, iteration_col, du
         raise
     rd.release()
     if out_yaml is not None:
-        atomic_write_text(out_yaml, res.scenario_text)
+        try:
+            atomic_write_text(out_yaml, res.scenario_text)
+        except OSError as e:
+            raise ConfigError("--out", f"a writable file path (the report was written to {rd.path})",
+                              f"{out_yaml} ({e.strerror or e})") from None
     click.echo(f"{tr.path}: {tr.n_iterations} iterations x {tr.n_workers} workers ({tr.source})")
     for n in res.notes:
         click.echo(f"note: {n}")

@@ -18,10 +18,13 @@ Ragged ends are trimmed: only the iterations from the first to the last one at w
 a row are kept (PAI's job 2 ends with worker 0 alone); inside that range a missing (worker, iteration)
 is an error. Workers are renumbered 0..W-1 in sorted order of their ids.
 
+Worker ids may be numbers or labels (``host-3``); the file is UTF-8 (a byte-order mark is skipped).
+
 Errors: every problem is one :class:`~gcsim.errors.RunDirError` line naming the file, the line
-(header = line 1) and the column: unreadable file, missing column, empty / non-numeric / non-finite /
-negative cell, a (worker, iteration) given twice, a worker missing inside the kept range, a trace
-shorter than ``min_iterations`` iterations.
+(header = line 1) and the column: unreadable or non-UTF-8 file, missing column, empty / non-numeric /
+non-finite / negative cell, a time above :data:`MAX_TIME_S` seconds (e.g. a wrong ``unit_s``), a
+(worker, iteration) given twice, a worker missing inside the kept range, a trace shorter than
+``min_iterations`` iterations.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ from gcsim.errors import RunDirError
 WORKER_NAMES = ("worker", "worker_id", "rank")
 ITERATION_NAMES = ("iteration", "iter", "step", "time", "timestamp")
 DURATION_NAMES = ("duration", "duration_s", "seconds", "iteration_time", "batch_time", "batch_time_norm", "time_s")
+#: largest time (seconds, after ``unit_s``) one worker-iteration may take: 10**6 s (11.6 days); larger is
+#: taken for a wrong unit, and would overflow the fits and the simulated clock (gcsim.sim.engine.MAX_RUN_S)
+MAX_TIME_S = 1.0e6
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ def read_trace(path: str | Path, *, scheme: str | None = None, worker_col: str |
     if p.is_dir():
         return _read_run_dir(p, scheme, min_iterations)
     if not p.is_file():
-        raise RunDirError(f"{path}: expected a gcsim run directory or a CSV file of worker, iteration, duration; "
+        raise RunDirError(f"{path}: expected a gcsim run directory or a CSV file of worker, iteration, duration, "
                           f"got a path that does not exist")
     return _read_csv(p, worker_col, iteration_col, duration_col, float(unit_s), min_iterations)
 
@@ -120,48 +126,91 @@ def _pick(header: list[str], given: str | None, names: tuple[str, ...], role: st
                       f"(or pass --{role}-col), got columns {', '.join(repr(h) for h in header)}")
 
 
-def _read_csv(path: Path, worker_col, iteration_col, duration_col, unit_s: float, min_iterations: int) -> Trace:
+def _bad_cell(path, line, name: str, what: str, cell) -> RunDirError:
+    cell = "" if cell is None or (isinstance(cell, float) and math.isnan(cell)) else str(cell).strip()
+    given = "an empty cell" if cell == "" else repr(cell)
+    return RunDirError(f"{path}:{line}: column {name!r}: expected {what}, got {given}")
+
+
+def _numbers(raw, name: str, lines: np.ndarray, path, what: str = "a finite number", lo: float | None = None,
+             hi: float | None = None, scale: float = 1.0) -> np.ndarray:
+    """``raw`` cells as float64 (times ``scale``); the first empty / non-numeric / non-finite cell, or one
+    outside ``[lo, hi]`` (after ``scale``), is a RunDirError naming file, line and column."""
+    raw = np.asarray(raw, dtype=object)
+    num = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=np.float64) * scale
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(num)
+        if lo is not None:
+            bad |= num < lo
+        if hi is not None:
+            bad |= num > hi
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise _bad_cell(path, int(lines[i]), name, what, raw[i])
+    return num
+
+
+def _time_rule(unit_s: float) -> str:
+    if unit_s == 1:
+        return f"a number >= 0 and <= {MAX_TIME_S:g} (the worker's time for that iteration, seconds)"
+    return (f"a number >= 0 and <= {MAX_TIME_S / unit_s:g} (the worker's time for that iteration, in units of "
+            f"{unit_s:g} s: at most {MAX_TIME_S:g} s)")
+
+
+def _decode(path: Path) -> str:
+    """The file's text (UTF-8, a byte-order mark skipped); a byte that is not UTF-8 names its line."""
     try:
-        with open(path, newline="") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if header is None:
-                raise RunDirError(f"{path}:1: expected a header line naming the columns, got an empty file")
-            wc = _pick(header, worker_col, WORKER_NAMES, "worker", path, set())
-            dc = _pick(header, duration_col, DURATION_NAMES, "duration", path, {wc})
-            ic = _pick(header, iteration_col, ITERATION_NAMES, "iteration", path, {wc, dc})
-            cols = (wc, ic, dc)
-            cells: list[list[str]] = [[], [], []]
-            lines: list[int] = []
-            for row in reader:
-                if not row or all(not c.strip() for c in row):
-                    continue
-                for k, c in enumerate(cols):
-                    cells[k].append(row[c] if c < len(row) else "")
-                lines.append(reader.line_num)
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise RunDirError(f"{path}: expected a readable CSV file, got {type(e).__name__}: {e}") from None
+        data = path.read_bytes()
+    except OSError as e:
+        raise RunDirError(f"{path}: expected a readable CSV file, got {type(e).__name__}: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = data.count(b",", data.rfind(b"\n", 0, e.start) + 1, e.start) + 1
+        raise RunDirError(f"{path}:{line}: column {col}: expected UTF-8 text, got byte "
+                          f"0x{data[e.start]:02x} (save the file as UTF-8)") from None
+
+
+def _read_csv(path: Path, worker_col, iteration_col, duration_col, unit_s: float, min_iterations: int) -> Trace:
+    import io
+    text = _decode(path)
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = next(reader, None)
+        if header is None:
+            raise RunDirError(f"{path}:1: expected a header line naming the columns, got an empty file")
+        wc = _pick(header, worker_col, WORKER_NAMES, "worker", path, set())
+        dc = _pick(header, duration_col, DURATION_NAMES, "duration", path, {wc})
+        ic = _pick(header, iteration_col, ITERATION_NAMES, "iteration", path, {wc, dc})
+        cols = (wc, ic, dc)
+        cells: list[list[str]] = [[], [], []]
+        lines: list[int] = []
+        for row in reader:
+            if not row or all(not c.strip() for c in row):
+                continue
+            for k, c in enumerate(cols):
+                cells[k].append(row[c] if c < len(row) else "")
+            lines.append(reader.line_num)
+    except csv.Error as e:
+        raise RunDirError(f"{path}:{reader.line_num}: expected CSV rows, got a malformed line ({e})") from None
     names = [header[c] for c in cols]
     if not lines:
         raise RunDirError(f"{path}:2: expected rows of worker, iteration, duration, got none")
     line_arr = np.asarray(lines)
-    values = []
-    for k, (kind, name) in enumerate(zip(("worker", "iteration", "duration"), names)):
-        raw = np.asarray(cells[k], dtype=object)
-        num = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(num) | ((num < 0) if kind == "duration" else np.zeros(len(num), bool))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            cell = str(raw[i]).strip()
-            what = ("a number >= 0 (the worker's time for that iteration)" if kind == "duration"
-                    else "a finite number")
-            given = "an empty cell" if cell == "" else repr(cell)
-            raise RunDirError(f"{path}:{line_arr[i]}: column {name!r}: expected {what}, got {given}")
-        values.append(num)
-    w_ids, it_vals, dur = values
-    if np.all(w_ids == np.round(w_ids)):
-        w_ids = w_ids.astype(np.int64)
-    df = pd.DataFrame({"worker": w_ids, "iteration": it_vals, "duration": dur * unit_s, "line": line_arr})
+    w_raw = np.asarray([c.strip() for c in cells[0]], dtype=object)
+    w_num = pd.to_numeric(pd.Series(w_raw), errors="coerce").to_numpy(dtype=np.float64)
+    if np.isfinite(w_num).all():
+        w_ids = w_num.astype(np.int64) if np.all(w_num == np.round(w_num)) else w_num
+    else:  # labels (host names, "w3"): kept as text; only an empty cell is refused
+        empty = np.flatnonzero(w_raw == "")
+        if len(empty):
+            raise _bad_cell(path, int(line_arr[empty[0]]), names[0], "a worker id (number or label)", "")
+        w_ids = w_raw.astype(str)
+    it_vals = _numbers(cells[1], names[1], line_arr, path,
+                       "a finite number (the iteration or time that orders the worker's rows)")
+    dur = _numbers(cells[2], names[2], line_arr, path, _time_rule(unit_s), lo=0.0, hi=MAX_TIME_S, scale=unit_s)
+    df = pd.DataFrame({"worker": w_ids, "iteration": it_vals, "duration": dur, "line": line_arr})
     trace = _to_grid(df, path, names, min_iterations)
     return Trace(path=str(path), times=trace[0], workers=trace[1], iterations=trace[2], loads=None,
                  source=f"CSV columns {names[0]}/{names[1]}/{names[2]}", unit_s=unit_s, notes=trace[3])
@@ -175,6 +224,10 @@ def _to_grid(df: pd.DataFrame, path: Path, names: list[str], min_iterations: int
     full = np.flatnonzero(counts == len(workers))
     notes: list[str] = []
     if len(full) == 0:
+        if len(workers) > 1 and counts.max() == 1:  # e.g. per-worker wall-clock timestamps
+            raise RunDirError(f"{path}:2: column {names[1]!r}: expected values the workers share at one iteration "
+                              f"(an iteration or step number; pass --iteration-col), got {len(its)} distinct values "
+                              f"in {len(df)} rows (no two workers share one)")
         raise RunDirError(f"{path}: column {names[0]!r}: expected at least one iteration at which all "
                           f"{len(workers)} workers have a row, got none")
     lo, hi = int(full[0]), int(full[-1])
@@ -197,11 +250,11 @@ def _to_grid(df: pd.DataFrame, path: Path, names: list[str], min_iterations: int
     sub = df[(df["iteration"] >= kept[0]) & (df["iteration"] <= kept[-1])]
     dup = sub.duplicated(["worker", "iteration"], keep="first")
     if dup.any():
-        r = sub[dup].iloc[0]
-        first = sub[(sub["worker"] == r["worker"]) & (sub["iteration"] == r["iteration"])].iloc[0]
-        raise RunDirError(f"{path}:{int(r['line'])}: column {names[1]!r}: expected one row per worker and "
-                          f"iteration, got worker {r['worker']} at {r['iteration']:g} again (first on line "
-                          f"{int(first['line'])})")
+        i = int(np.flatnonzero(dup.to_numpy())[0])
+        w, it, line = sub["worker"].to_numpy()[i], float(sub["iteration"].to_numpy()[i]), int(sub["line"].to_numpy()[i])
+        first = int(sub["line"].to_numpy()[((sub["worker"] == w) & (sub["iteration"] == it)).to_numpy()][0])
+        raise RunDirError(f"{path}:{line}: column {names[1]!r}: expected one row per worker and "
+                          f"iteration, got worker {w} at {it:g} again (first on line {first})")
     grid = sub.pivot(index="iteration", columns="worker", values="duration").reindex(index=kept, columns=workers)
     return grid.to_numpy(dtype=np.float64), workers, kept, notes
 
@@ -211,6 +264,9 @@ def _read_run_dir(path: Path, scheme: str | None, min_iterations: int) -> Trace:
     from gcsim.trace import read_table
 
     f = path / "workers.csv"
+    if not f.is_file():
+        raise RunDirError(f"{path}: expected a gcsim run directory (with workers.csv) or a CSV file of worker, "
+                          f"iteration, duration, got a directory without workers.csv")
     cols = ["scheme", "iteration", "worker", "n_partitions", "dispatch_s", "send_s", "status"]
     df = read_table(path, "workers.csv", cols)
     df["line"] = np.arange(len(df)) + 2
@@ -220,17 +276,32 @@ def _read_run_dir(path: Path, scheme: str | None, min_iterations: int) -> Trace:
     if scheme not in schemes:
         raise RunDirError(f"{f}: column 'scheme': expected one of {', '.join(schemes) or 'any rows'}, got {scheme!r}")
     df = df[df["scheme"].astype(str) == scheme]
-    dur = pd.to_numeric(df["send_s"], errors="coerce") - pd.to_numeric(df["dispatch_s"], errors="coerce")
-    bad = ~np.isfinite(dur.to_numpy(dtype=np.float64))
+    lines = df["line"].to_numpy()
+    num = {c: _numbers(df[c].to_numpy(dtype=object), c, lines, f) for c in ("iteration", "worker", "dispatch_s")}
+    num["n_partitions"] = _numbers(df["n_partitions"].to_numpy(dtype=object), "n_partitions", lines, f,
+                                   "a whole number >= 0", lo=0.0)
+    send_raw = df["send_s"].to_numpy(dtype=object)
+    send = pd.to_numeric(pd.Series(send_raw), errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(send)
     if bad.any():
-        r = df[bad].iloc[0]
+        i = int(np.flatnonzero(bad)[0])
+        if not pd.isna(send_raw[i]):  # text or inf in the cell
+            raise _bad_cell(f, int(lines[i]), "send_s", "a finite number (seconds)", send_raw[i])
+        r = df.iloc[i]
         raise RunDirError(f"{f}:{int(r['line'])}: column 'send_s': expected the worker's send time (every worker "
                           f"finishing; fit from an uncoded run or one with policy carry-over), got worker "
                           f"{r['worker']} iteration {r['iteration']} with status {r['status']}")
-    frame = pd.DataFrame({"worker": df["worker"].to_numpy(), "iteration": df["iteration"].to_numpy(dtype=float),
-                          "duration": dur.to_numpy(dtype=np.float64), "line": df["line"].to_numpy()})
+    dur = send - num["dispatch_s"]
+    bad = ~((dur >= 0) & (dur <= MAX_TIME_S))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise _bad_cell(f, int(lines[i]), "send_s", f"send_s - dispatch_s in [0, {MAX_TIME_S:g}] s",
+                        f"{send[i]!r} (dispatch_s {num['dispatch_s'][i]!r})")
+    w = num["worker"]
+    frame = pd.DataFrame({"worker": w.astype(np.int64) if np.all(w == np.round(w)) else w,
+                          "iteration": num["iteration"], "duration": dur, "line": lines})
     times, workers, its, notes = _to_grid(frame, f, ["worker", "iteration"], min_iterations)
-    loads = (df.pivot(index="iteration", columns="worker", values="n_partitions")
-             .reindex(index=its.astype(df["iteration"].dtype), columns=workers).to_numpy(dtype=np.int64))
+    loads = (frame.assign(load=num["n_partitions"]).pivot(index="iteration", columns="worker", values="load")
+             .reindex(index=its, columns=workers).to_numpy(dtype=np.int64))
     return Trace(path=str(path), times=times, workers=workers, iterations=its, loads=loads,
                  source=f"run directory, scheme {scheme}, send_s - dispatch_s", unit_s=1.0, notes=notes)
