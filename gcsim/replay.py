@@ -12,7 +12,8 @@ Worker ``w`` at iteration ``t`` takes the trace's time ``x[t, w]`` (seconds; the
 * ``delay`` (default): ``x[t, w]`` is added to the worker's additive delay (load-independent); with
   ``workload.compute: {dist: constant, value: 0}`` and no network the worker's time is exactly the
   trace's;
-* ``slowdown``: the worker's compute is multiplied by ``x[t, w] / min(x)`` (load-proportional).
+* ``slowdown``: the worker's compute is multiplied by ``x[t, w] / min(x > 0)`` (load-proportional; the
+  reference is the trace's smallest time above 0, so a 0 in the trace is a compute of 0 s).
 
 When the run is longer than the trace (``T`` iterations) or has more workers (``W``), ``rule`` says
 what happens:
@@ -97,7 +98,11 @@ class TraceReplay:
         else:
             self.cols = np.array([w if w < W else int(np.random.default_rng([self.seed, REPLAY_STREAM, 0, w])
                                                       .integers(0, W)) for w in range(self.n)])
-        self.ref = float(self.x.min()) if float(self.x.min()) > 0 else 1.0
+        positive = self.x[self.x > 0]
+        if spec.apply == "slowdown" and not len(positive):
+            raise ConfigError("stragglers.replay.apply", "delay for a trace whose times are all 0 (slowdown divides "
+                              "by the smallest time > 0)", spec.apply)
+        self.ref = float(positive.min()) if len(positive) else 1.0  # a 0 in the trace: that compute takes 0 s
 
     def rows(self, iterations) -> np.ndarray:
         """Trace row replayed at each iteration (int ``(I,)``; module docstring rule).
@@ -126,7 +131,7 @@ class TraceReplay:
         return self.x[self.rows(iterations)][:, self.cols]
 
     def apply(self, iterations, delay: np.ndarray, slow_factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(delay + times, slow_factor)`` for ``apply: delay``, ``(delay, slow_factor × times / min x)``
+        """``(delay + times, slow_factor)`` for ``apply: delay``, ``(delay, slow_factor × times / min(x > 0))``
         for ``apply: slowdown``; arrays ``(I, n)``."""
         x = self.times(iterations)
         if self.spec.apply == "delay":

@@ -63,6 +63,14 @@ def test_says_why_no_coded_scheme_beats_uncoded():
     assert adv.best["scheme"] == "uncoded"
     assert adv.verdict.startswith("no coded scheme beats uncoded on the mean")
     assert "grows with the computation load" in adv.verdict
+    p50 = float(adv.table.loc[adv.table["scheme"] == "uncoded", "p50_s"].iloc[0])
+    unc_mean = float(adv.table.loc[adv.table["scheme"] == "uncoded", "mean_s"].iloc[0])
+    assert f"uncoded's mean exceeds its median by only {unc_mean - p50:.4g} s" in adv.verdict
+    adv = advise(_scenario({"slowdown": {"dist": "shifted_expon", "shift": 1.0, "scale": 0.2}}, iterations=400),
+                 max_s=2, max_m=2, objective="p95")
+    unc = adv.table[adv.table["scheme"] == "uncoded"].iloc[0]  # the tail of the objective, not the mean's
+    assert adv.verdict.startswith("no coded scheme beats uncoded on the p95")
+    assert f"uncoded's p95 exceeds its median by only {unc['p95_s'] - unc['p50_s']:.4g} s" in adv.verdict
 
 
 def test_cli_writes_run_directory(tmp_path):

@@ -101,6 +101,18 @@ def test_slowdown_apply(tmp_path):
     assert np.all(b.delay_s == 0)
 
 
+def test_slowdown_reference_is_the_smallest_positive_time(tmp_path):
+    # a 0 in the trace (a held or rounded value) must not change the reference the others divide by
+    x = _trace(tmp_path)
+    x[7, 1] = 0.0
+    rows = ["worker,iteration,duration_ms"] + [f"{w},{t},{x[t, w] * 1000:.3f}" for t in range(30) for w in range(4)]
+    (tmp_path / "trace.csv").write_text("\n".join(rows) + "\n")
+    sc = load_scenario(_scenario(tmp_path, apply="slowdown", schemes=("uncoded",)))
+    b = StragglerProcess(sc.stragglers, 4, sc.seed).draw_block(range(30))
+    np.testing.assert_allclose(b.slowdown, x / x[x > 0].min())
+    assert b.slowdown[7, 1] == 0.0
+
+
 def test_unreadable_trace_is_one_line(tmp_path):
     (tmp_path / "trace.csv").write_text("worker,iteration,duration_ms\n0,0,x\n")
     with pytest.raises(ConfigError, match=r"stragglers\.replay\.file: expected a readable trace, got .*trace\.csv:2: "

@@ -271,8 +271,8 @@ def _why_not(sc: Scenario, table: pd.DataFrame, objective: str) -> str:
         extra = (best["computation_load"] - 1) * c * ws
         parts.append(f"the best coded option, {best['scheme']} s={best['s']} m={best['m']}, computes "
                      f"{best['computation_load']:g} partitions per worker: about {extra:.4g} s more compute per "
-                     f"iteration, while uncoded's mean exceeds its median by only "
-                     f"{unc['mean_s'] - unc.get('p50_s', unc['mean_s']):.4g} s (the straggler tail coding can cut)")
+                     f"iteration, while uncoded's {objective} exceeds its median by only "
+                     f"{unc[col] - unc.get('p50_s', unc['mean_s']):.4g} s (the straggler tail coding can cut)")
     st = sc.stragglers
     if st.delay is None and st.replay is None and (st.slowdown is not None or st.persistent is not None):
         parts.append("the stragglers here slow the computation down (slowdown/persistent multiply compute), so "
