@@ -241,3 +241,13 @@ def test_markov_regime_from_a_simulated_run_directory(tmp_path):
     assert fitted.p_enter == pytest.approx(0.02, rel=0.15)
     assert fitted.p_leave == pytest.approx(0.1, rel=0.15)
     assert fitted.slowdown == pytest.approx(4.0, rel=0.05)
+
+
+def test_long_trace_file_name_gives_a_valid_scenario_name(tmp_path):
+    from gcsim.cli import main
+    from gcsim.scenario import MAX_NAME_LENGTH, load_scenario
+    rng = np.random.default_rng(1)
+    src = _write_grid(tmp_path / ("t" * 150 + ".csv"), 1.0 + rng.exponential(0.1, size=(30, 2)))
+    out = tmp_path / "long.yaml"
+    assert main(["fit", str(src), "--out", str(out), "--run-dir", str(tmp_path / "rep")]) == 0
+    assert load_scenario(out).name == ("fit-" + "t" * 150)[:MAX_NAME_LENGTH]

@@ -128,10 +128,13 @@ def _flow(data) -> str:
 
 
 def scenario_name(path: str) -> str:
-    """A scenario name from a trace path: ``fit-<stem>`` with characters outside ``[A-Za-z0-9_.-]`` as '_'."""
+    """A scenario name from a trace path: ``fit-<stem>`` with characters outside ``[A-Za-z0-9_.-]`` as '_',
+    cut to the scenario name's limit (:data:`gcsim.scenario.MAX_NAME_LENGTH`)."""
     from pathlib import Path
+
+    from gcsim.scenario import MAX_NAME_LENGTH
     stem = Path(path.rstrip("/")).name.rsplit(".csv", 1)[0] or "trace"
-    return "fit-" + re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+    return ("fit-" + re.sub(r"[^A-Za-z0-9_.-]", "_", stem))[:MAX_NAME_LENGTH]
 
 
 def scenario_yaml(res: FitResult, name: str | None = None) -> str:
