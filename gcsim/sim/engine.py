@@ -345,82 +345,182 @@ def _dispatch_draws(sc: Scenario) -> np.ndarray | None:
 def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock, decode_s: np.ndarray,
                      tick: Callable[[int], None] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run one scheme's environment over every iteration; returns (iterations rows, worker rows)."""
-    n, I = sc.n_workers, sc.iterations
-    net = sc.network
-    bw = net.bandwidth_bytes_per_s
-    model_s = net.latency_s + sc.workload.model_bytes / bw
-    extra_dispatch = _dispatch_draws(sc)  # (I, n) seconds after the master's start, or None
-    if extra_dispatch is not None:
-        model_s = 0.0
-    grad_bytes = sc.workload.gradient_bytes
-    cancel = sc.policy == "cancel"
-    cancel_latency_s = sc.cancel_latency_s
-    # cumulative compute seconds after q partitions: (I, n, P+1)
-    work = block.compute_s * block.slowdown[:, :, None]
-    cum = np.concatenate([np.zeros((I, n, 1)), np.cumsum(work, axis=2)], axis=2)
-    delay = block.delay_s
-    plans = _Plans(scheme)
-    at_partition = sc.cancel_granularity == "partition"
+    return _SimulatedRun(label, scheme, sc, block, decode_s, tick).run()
 
-    env = simpy.Environment()
-    dispatch = [env.event() for _ in range(I)]
-    # per (iteration, worker) records
-    disp_s = np.full((I, n), np.nan)
-    cstart_s = np.full((I, n), np.nan)
-    comp_s = np.full((I, n), np.nan)
-    cpu_part_s = np.zeros((I, n))  # CPU-seconds of partitions received
-    cpu_call_s = np.zeros((I, n))  # CPU-seconds of the call overhead received
-    send_s = np.full((I, n), np.nan)
-    arr_s = np.full((I, n), np.nan)
-    cancelled = np.zeros((I, n), dtype=bool)
-    n_sent = np.zeros((I, n), dtype=np.int64)
-    n_arrived_w = np.zeros((I, n), dtype=np.int64)  # messages of w arrived by decodable_s
-    used_w = np.zeros((I, n), dtype=bool)
-    n_part = np.zeros((I, n), dtype=np.int64)
-    # per iteration
-    start = np.full(I, np.nan)
-    decodable = np.full(I, np.nan)
-    end = np.full(I, np.nan)
-    n_arrived = np.zeros(I, dtype=np.int64)
-    n_used = np.zeros(I, dtype=np.int64)
-    current = np.full(n, -1, dtype=np.int64)  # iteration each worker is working on (-1: idle)
-    arrival_events: list[list[simpy.Event]] = [None] * I  # type: ignore[list-item]
-    iter_msgs: list = [None] * I
-    procs: list[simpy.Process] = []
-    refused: list = []  # (iteration, Refusal) per arrived set the scheme refused (SimResult.refusals)
 
-    def arrive(it: int, mid: int, _ev) -> None:
-        w = iter_msgs[it][mid].worker
-        t = env.now
+@dataclass
+class _Recorder:
+    """What one scheme's run records, filled in by the master and the workers of :class:`_SimulatedRun`
+    and turned into its trace rows by :meth:`frames` (times in seconds)."""
+
+    # per (iteration, worker) records: (I, n)
+    disp_s: np.ndarray
+    cstart_s: np.ndarray
+    comp_s: np.ndarray
+    cpu_part_s: np.ndarray  # CPU-seconds of partitions received
+    cpu_call_s: np.ndarray  # CPU-seconds of the call overhead received
+    send_s: np.ndarray
+    arr_s: np.ndarray
+    cancelled: np.ndarray
+    n_sent: np.ndarray
+    n_arrived_w: np.ndarray  # messages of w arrived by decodable_s
+    used_w: np.ndarray
+    n_part: np.ndarray
+    # per iteration: (I,)
+    start: np.ndarray
+    decodable: np.ndarray
+    end: np.ndarray
+    n_arrived: np.ndarray
+    n_used: np.ndarray
+    burst_in_wait: np.ndarray  # CPU-seconds of the per-iteration work done before decodable_s
+    burst_cpu: np.ndarray  # CPU-seconds of per-iteration work: per_iteration_cpu_s + per-byte term
+    refused: list = field(default_factory=list)  # (iteration, Refusal) per arrived set the scheme refused
+
+    @classmethod
+    def empty(cls, I: int, n: int) -> "_Recorder":
+        """Nothing recorded yet for ``I`` iterations of ``n`` workers."""
+        def nan_w():
+            return np.full((I, n), np.nan)
+
+        def zero_w(dtype=np.float64):
+            return np.zeros((I, n), dtype=dtype)
+
+        return cls(disp_s=nan_w(), cstart_s=nan_w(), comp_s=nan_w(), cpu_part_s=zero_w(), cpu_call_s=zero_w(),
+                   send_s=nan_w(), arr_s=nan_w(), cancelled=zero_w(bool), n_sent=zero_w(np.int64),
+                   n_arrived_w=zero_w(np.int64), used_w=zero_w(bool), n_part=zero_w(np.int64),
+                   start=np.full(I, np.nan), decodable=np.full(I, np.nan), end=np.full(I, np.nan),
+                   n_arrived=np.zeros(I, dtype=np.int64), n_used=np.zeros(I, dtype=np.int64),
+                   burst_in_wait=np.zeros(I), burst_cpu=np.zeros(I))
+
+    def frames(self, label: str, sc: Scenario, block: DrawBlock, background, n_msgs: np.ndarray
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(iterations rows, worker rows) in the :mod:`gcsim.trace` format; ``n_msgs`` ``(I, n)`` counts
+        each worker-iteration's messages, ``background`` is :func:`background_draws` (or None)."""
+        I, n = self.disp_s.shape
+        # worker status: arrived (all its messages in by decodable_s), cancelled, late
+        status = np.where(self.n_arrived_w >= n_msgs, _ARRIVED,
+                          np.where(self.cancelled & (self.n_sent < n_msgs), _CANCELLED, _LATE))
+        start, decodable, end = self.start, self.decodable, self.end
+        it_df = trace_frame({
+            "scheme": label, "iteration": np.arange(I), "start_s": start, "decodable_s": decodable, "end_s": end,
+            "duration_s": end - start, "n_arrived": self.n_arrived, "n_used": self.n_used,
+            "other_cpu_wait_s": (np.minimum(background[0], sc.workload.cores) * (decodable - start)
+                                 + self.burst_in_wait if background is not None else np.nan),
+            "other_cpu_finish_s": (np.minimum(background[1], sc.workload.cores) * (end - decodable)
+                                   if background is not None else np.nan),
+        }, ITERATION_COLUMNS, "iterations.csv")
+        w_df = trace_frame({
+            "scheme": label, "iteration": np.repeat(np.arange(I), n), "worker": np.tile(np.arange(n), I),
+            "n_partitions": self.n_part.ravel(), "dispatch_s": self.disp_s.ravel(),
+            "compute_start_s": self.cstart_s.ravel(), "compute_s": self.comp_s.ravel(),
+            "delay_s": block.delay_s.ravel(), "slowdown": block.slowdown.ravel(),
+            "send_s": self.send_s.ravel(), "arrival_s": self.arr_s.ravel(), "used": self.used_w.ravel(),
+            "status": _STATUS[status.ravel()], "cpu_s": (self.cpu_part_s + self.cpu_call_s).ravel(),
+            "compute_cpu_s": self.cpu_part_s.ravel(),
+        }, WORKER_COLUMNS, "workers.csv")
+        it_df.attrs["refusals"] = self.refused
+        return it_df, w_df
+
+
+class _SimulatedRun:
+    """One scheme's :class:`simpy.Environment` over every iteration (the model of the module docstring):
+    the master and the workers are processes (:meth:`master`, :meth:`worker` or, under CPU contention,
+    :meth:`worker_shared_cpu`) over the state held here, recording into one :class:`_Recorder`."""
+
+    def __init__(self, label: str, scheme: Scheme, sc: Scenario, block: DrawBlock, decode_s: np.ndarray,
+                 tick: Callable[[int], None] | None):
+        self.label, self.scheme, self.sc, self.block = label, scheme, sc, block
+        self.decode_s, self.tick = decode_s, tick  # (I,) seconds; progress callback or None
+        self.n, self.I = n, I = sc.n_workers, sc.iterations
+        self.net = net = sc.network
+        self.bw = net.bandwidth_bytes_per_s
+        self.model_s = net.latency_s + sc.workload.model_bytes / self.bw
+        self.extra_dispatch = _dispatch_draws(sc)  # (I, n) seconds after the master's start, or None
+        if self.extra_dispatch is not None:
+            self.model_s = 0.0
+        self.grad_bytes = sc.workload.gradient_bytes
+        self.cancel = sc.policy == "cancel"
+        self.cancel_latency_s = sc.cancel_latency_s
+        # cumulative compute seconds after q partitions: (I, n, P+1)
+        work = block.compute_s * block.slowdown[:, :, None]
+        self.cum = np.concatenate([np.zeros((I, n, 1)), np.cumsum(work, axis=2)], axis=2)
+        self.delay = block.delay_s
+        self.plans = _Plans(scheme)
+        self.at_partition = sc.cancel_granularity == "partition"
+
+        self.env = simpy.Environment()
+        self.dispatch = [self.env.event() for _ in range(I)]
+        self.rec = _Recorder.empty(I, n)
+        self.current = np.full(n, -1, dtype=np.int64)  # iteration each worker is working on (-1: idle)
+        self.arrival_events: list[list[simpy.Event]] = [None] * I  # type: ignore[list-item]
+        self.iter_msgs: list = [None] * I
+        self.plans_at: list = [None] * I
+        self.procs: list[simpy.Process] = []
+
+        self.cpu = ProcessorSharing(self.env, sc.workload.cores) if sc.workload.cores is not None else None
+        self.background = background_draws(sc) if self.cpu is not None else None
+        self.cores = sc.workload.cores
+        self.burst_cores = sc.workload.background.burst_cores if self.background is not None else 0.0
+        # what other processes take now: steady cores, burst cores, and the iteration of the burst
+        self.bg_steady, self.bg_burst, self.bg_it = 0.0, 0.0, -1
+        self.per_byte = (float(sc.workload.background.per_payload_byte_cpu_s or 0.0) * sc.workload.gradient_bytes
+                         if self.background is not None else 0.0)  # CPU-seconds per unit of payload_fraction
+        self.overhead_s = block.call_overhead_s if block.call_overhead_s is not None else np.zeros((I, n))
+
+    def run(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Run the environment to its end; returns (iterations rows, worker rows).
+
+        Raises:
+            SchemeError: an iteration's messages never became decodable.
+        """
+        env, rec = self.env, self.rec
+        master_proc = env.process(self.master())
+        self.procs.extend(env.process(self.worker(w) if self.cpu is None else self.worker_shared_cpu(w))
+                          for w in range(self.n))
+        env.run()
+        if not master_proc.ok or np.isnan(rec.end[-1]):
+            bad = int(np.flatnonzero(np.isnan(rec.end))[0])
+            raise SchemeError(f"scheme {self.label}: messages of iteration {bad} never became decodable "
+                              f"(arrived {rec.n_arrived[bad]} of {len(self.iter_msgs[bad] or [])})")
+        n_msgs = np.stack([self.plans_at[it][3] for it in range(self.I)])
+        return rec.frames(self.label, self.sc, self.block, self.background, n_msgs)
+
+    def arrive(self, it: int, mid: int, _ev) -> None:
+        arr_s = self.rec.arr_s
+        w = self.iter_msgs[it][mid].worker
+        t = self.env.now
         arr_s[it, w] = t if np.isnan(arr_s[it, w]) else max(arr_s[it, w], t)
-        arrival_events[it][mid].succeed()
+        self.arrival_events[it][mid].succeed()
 
-    def send(it: int, mid: int, w: int) -> None:
-        send_s[it, w] = env.now
-        n_sent[it, w] += 1
-        up = net.latency_s + grad_bytes * iter_msgs[it][mid].payload_fraction / bw
-        env.timeout(up).callbacks.append(partial(arrive, it, mid))
+    def send(self, it: int, mid: int, w: int) -> None:
+        self.rec.send_s[it, w] = self.env.now
+        self.rec.n_sent[it, w] += 1
+        up = self.net.latency_s + self.grad_bytes * self.iter_msgs[it][mid].payload_fraction / self.bw
+        self.env.timeout(up).callbacks.append(partial(self.arrive, it, mid))
 
-    def start_iteration(w: int, it: int):
+    def start_iteration(self, w: int, it: int):
         """Common start of a worker-iteration (a generator: ``segs, d = yield from ...``): wait for the
         model broadcast (and the per-worker dispatch draw), record the start, return the message
         segments and the number of partitions ``d``."""
-        yield dispatch[it]
-        if extra_dispatch is not None:
-            yield env.timeout(extra_dispatch[it, w])
-            disp_s[it, w] = env.now
-        current[w] = it
-        cstart_s[it, w] = env.now
-        assign, _msgs, segs, _ = plans_at[it]
+        env, rec = self.env, self.rec
+        yield self.dispatch[it]
+        if self.extra_dispatch is not None:
+            yield env.timeout(self.extra_dispatch[it, w])
+            rec.disp_s[it, w] = env.now
+        self.current[w] = it
+        rec.cstart_s[it, w] = env.now
+        assign, _msgs, segs, _ = self.plans_at[it]
         d = len(assign[w])
-        n_part[it, w] = d
+        rec.n_part[it, w] = d
         return segs, d
 
-    def worker(w: int):
-        for it in range(I):
-            segs, d = yield from start_iteration(w, it)
-            comp_s[it, w] = cum[it, w, d]
-            cpu_part_s[it, w] = cum[it, w, d]
+    def worker(self, w: int):
+        """The worker without CPU contention: its partitions take their drawn seconds."""
+        env, rec, cum, delay = self.env, self.rec, self.cum, self.delay
+        for it in range(self.I):
+            segs, d = yield from self.start_iteration(w, it)
+            rec.comp_s[it, w] = cum[it, w, d]
+            rec.cpu_part_s[it, w] = cum[it, w, d]
             done = 0
             lead = delay[it, w]
             seg_t0, seg_lead, bound = env.now, lead, 0
@@ -433,56 +533,46 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
                         yield env.timeout(dur)
                     done = bound
                     for mid in mids:
-                        send(it, mid, w)
+                        self.send(it, mid, w)
             except simpy.Interrupt:
-                cancelled[it, w] = True
+                rec.cancelled[it, w] = True
                 into = env.now - seg_t0 - seg_lead
-                if at_partition and into > 0 and bound > done:
+                if self.at_partition and into > 0 and bound > done:
                     # the cancel is noticed when the partition in progress ends
                     ends = cum[it, w, done + 1:bound + 1] - cum[it, w, done]
                     rest = float(ends[min(np.searchsorted(ends, into), len(ends) - 1)] - into)
                     if rest > 0:
                         yield env.timeout(rest)
-            current[w] = -1
+            self.current[w] = -1
 
-    cpu = ProcessorSharing(env, sc.workload.cores) if sc.workload.cores is not None else None
-    background = background_draws(sc) if cpu is not None else None
-    cores = sc.workload.cores
-    burst_cores = sc.workload.background.burst_cores if background is not None else 0.0
-    bg_state = {"steady": 0.0, "burst": 0.0, "it": -1}  # what other processes take now
-    burst_in_wait = np.zeros(I)  # CPU-seconds of the per-iteration work done before decodable_s
-    burst_cpu = np.zeros(I)  # CPU-seconds of per-iteration work: per_iteration_cpu_s + per-byte term
-    per_byte = (float(sc.workload.background.per_payload_byte_cpu_s or 0.0) * sc.workload.gradient_bytes
-                if background is not None else 0.0)  # CPU-seconds per unit of payload_fraction
+    def apply_background(self) -> None:
+        self.cpu.set_cores(worker_cores(self.cores, self.bg_steady + self.bg_burst))
 
-    def apply_background() -> None:
-        cpu.set_cores(worker_cores(cores, bg_state["steady"] + bg_state["burst"]))
+    def end_burst(self, it: int, _ev=None) -> None:
+        if self.bg_it == it and self.bg_burst > 0:
+            if np.isnan(self.rec.decodable[it]):
+                self.rec.burst_in_wait[it] = self.rec.burst_cpu[it]
+            self.bg_burst = 0.0
+            self.apply_background()
 
-    def end_burst(it: int, _ev=None) -> None:
-        if bg_state["it"] == it and bg_state["burst"] > 0:
-            if np.isnan(decodable[it]):
-                burst_in_wait[it] = burst_cpu[it]
-            bg_state["burst"] = 0.0
-            apply_background()
-    overhead_s = block.call_overhead_s if block.call_overhead_s is not None else np.zeros((I, n))
-
-    def worker_shared_cpu(w: int):
+    def worker_shared_cpu(self, w: int):
         """The worker under CPU contention (module docstring): one CPU job per partition."""
-        for it in range(I):
-            segs, d = yield from start_iteration(w, it)
+        env, rec, cpu, block, overhead_s = self.env, self.rec, self.cpu, self.block, self.overhead_s
+        for it in range(self.I):
+            segs, d = yield from self.start_iteration(w, it)
             f = float(block.slowdown[it, w])
             cpu_factor, idle_factor = min(f, 1.0), max(f, 1.0) - 1.0
             spent, part_t0, job, job_is_part = 0.0, None, None, True
             try:
-                if delay[it, w] > 0:
-                    yield env.timeout(delay[it, w])
+                if self.delay[it, w] > 0:
+                    yield env.timeout(self.delay[it, w])
                 done = 0
                 for bound, mids in segs[w]:
                     while done < bound:
                         part_t0 = env.now
                         job, job_is_part = cpu.execute(block.compute_s[it, w, done] * cpu_factor), True
                         yield job
-                        cpu_part_s[it, w] += job.work_s
+                        rec.cpu_part_s[it, w] += job.work_s
                         job = None
                         if idle_factor > 0:
                             yield env.timeout(idle_factor * (env.now - part_t0))
@@ -492,119 +582,92 @@ def _simulate_scheme(label: str, scheme: Scheme, sc: Scenario, block: DrawBlock,
                     if bound == d and overhead_s[it, w] > 0:
                         job, job_is_part = cpu.execute(overhead_s[it, w]), False
                         yield job
-                        cpu_call_s[it, w] += job.work_s
+                        rec.cpu_call_s[it, w] += job.work_s
                         job = None
                     for mid in mids:
-                        send(it, mid, w)
+                        self.send(it, mid, w)
             except simpy.Interrupt:
-                cancelled[it, w] = True
+                rec.cancelled[it, w] = True
                 if job is not None:
-                    if at_partition:
+                    if self.at_partition:
                         yield job  # the cancel is noticed when the partition (or encoding) in progress ends
                         got = job.work_s
                     else:
                         got = cpu.withdraw(job)
                     if job_is_part:
-                        cpu_part_s[it, w] += got
+                        rec.cpu_part_s[it, w] += got
                     else:
-                        cpu_call_s[it, w] += got
+                        rec.cpu_call_s[it, w] += got
                 if part_t0 is not None:
                     spent += env.now - part_t0
-            comp_s[it, w] = spent
-            current[w] = -1
+            rec.comp_s[it, w] = spent
+            self.current[w] = -1
 
-    def cancel_stragglers(it: int, _ev=None) -> None:
-        for w in range(n):
-            if current[w] == it and procs[w].is_alive:
-                procs[w].interrupt("cancel")
+    def cancel_stragglers(self, it: int, _ev=None) -> None:
+        for w in range(self.n):
+            if self.current[w] == it and self.procs[w].is_alive:
+                self.procs[w].interrupt("cancel")
 
-    plans_at: list = [None] * I
+    def decodable_set(self, it: int, order: list[int], result: dict, _events, _count) -> bool:
+        """``evaluate`` of the iteration's :class:`simpy.Condition`: whether the messages arrived so far
+        (``order``) decode; the decode goes to ``result["dec"]``, a refusal to the recorder."""
+        dec = self.scheme.decode(order, it)
+        if dec is None:
+            if self.scheme.last_refusal is not None:  # solvable but not exact enough: wait for more
+                self.rec.refused.append((it, self.scheme.last_refusal))
+            return False
+        result["dec"] = dec
+        return True
 
-    def master():
-        for it in range(I):
-            start[it] = env.now
-            assign, msgs, segs, n_msgs_of = plans.at(it)
+    def master(self):
+        """The master: per iteration, start the background work, send the model, wait until the arrived
+        messages decode, cancel the stragglers (policy ``cancel``), spend the decode draw."""
+        env, rec, n, background = self.env, self.rec, self.n, self.background
+        cum_parts = self.cum.shape[2] - 1
+        for it in range(self.I):
+            rec.start[it] = env.now
+            assign, msgs, segs, n_msgs_of = self.plans.at(it)
             if background is not None:
-                burst_cpu[it] = background[2][it] + per_byte * sum(m.payload_fraction for m in msgs)
-                bg_state.update(steady=background[0][it], burst=0.0, it=it)
-                rate = min(burst_cores, max(cores - background[0][it], 0.0))
-                if burst_cpu[it] > 0 and rate > 0:
-                    bg_state["burst"] = rate
-                    env.timeout(burst_cpu[it] / rate).callbacks.append(partial(end_burst, it))
-                apply_background()
-            if max(len(a) for a in assign) > cum.shape[2] - 1:
-                raise SchemeError.param(scheme.name, f"assignment at iteration {it}",
-                                        f"at most {cum.shape[2] - 1} partitions per worker", max(map(len, assign)))
-            plans_at[it] = (assign, msgs, segs, n_msgs_of)
-            iter_msgs[it] = msgs
+                rec.burst_cpu[it] = background[2][it] + self.per_byte * sum(m.payload_fraction for m in msgs)
+                self.bg_steady, self.bg_burst, self.bg_it = background[0][it], 0.0, it
+                rate = min(self.burst_cores, max(self.cores - background[0][it], 0.0))
+                if rec.burst_cpu[it] > 0 and rate > 0:
+                    self.bg_burst = rate
+                    env.timeout(rec.burst_cpu[it] / rate).callbacks.append(partial(self.end_burst, it))
+                self.apply_background()
+            if max(len(a) for a in assign) > cum_parts:
+                raise SchemeError.param(self.scheme.name, f"assignment at iteration {it}",
+                                        f"at most {cum_parts} partitions per worker", max(map(len, assign)))
+            self.plans_at[it] = (assign, msgs, segs, n_msgs_of)
+            self.iter_msgs[it] = msgs
             order: list[int] = []
             evs = [env.event() for _ in msgs]
             for mid, ev in enumerate(evs):
                 ev.callbacks.append(lambda _e, mid=mid, order=order: order.append(mid))
-            arrival_events[it] = evs
+            self.arrival_events[it] = evs
             result: dict = {}
-
-            def evaluate(_events, _count, it=it, order=order, result=result):
-                dec = scheme.decode(order, it)
-                if dec is None:
-                    if scheme.last_refusal is not None:  # solvable but not exact enough: wait for more
-                        refused.append((it, scheme.last_refusal))
-                    return False
-                result["dec"] = dec
-                return True
-
-            cond = Condition(env, evaluate, evs)
-            env.timeout(model_s).callbacks.append(lambda _e, it=it: dispatch[it].succeed())
-            disp_s[it, :] = env.now + model_s
+            cond = Condition(env, partial(self.decodable_set, it, order, result), evs)
+            env.timeout(self.model_s).callbacks.append(lambda _e, it=it: self.dispatch[it].succeed())
+            rec.disp_s[it, :] = env.now + self.model_s
             yield cond
-            decodable[it] = env.now
+            rec.decodable[it] = env.now
             if background is not None:
-                if bg_state["burst"] > 0:  # the per-iteration work goes on into the finish phase
-                    burst_in_wait[it] = bg_state["burst"] * (env.now - start[it])
-                bg_state["steady"] = background[1][it]
-                apply_background()
+                if self.bg_burst > 0:  # the per-iteration work goes on into the finish phase
+                    rec.burst_in_wait[it] = self.bg_burst * (env.now - rec.start[it])
+                self.bg_steady = background[1][it]
+                self.apply_background()
             dec = result["dec"]
-            n_arrived[it] = len(order)
-            n_used[it] = len(dec.used)
+            rec.n_arrived[it] = len(order)
+            rec.n_used[it] = len(dec.used)
             mw = np.fromiter((msgs[m].worker for m in order), dtype=np.int64, count=len(order))
-            n_arrived_w[it] = np.bincount(mw, minlength=n)
-            used_w[it, [msgs[m].worker for m in dec.used]] = True
-            if cancel:
-                if cancel_latency_s > 0:
-                    env.timeout(cancel_latency_s).callbacks.append(partial(cancel_stragglers, it))
+            rec.n_arrived_w[it] = np.bincount(mw, minlength=n)
+            rec.used_w[it, [msgs[m].worker for m in dec.used]] = True
+            if self.cancel:
+                if self.cancel_latency_s > 0:
+                    env.timeout(self.cancel_latency_s).callbacks.append(partial(self.cancel_stragglers, it))
                 else:
-                    cancel_stragglers(it)
-            yield env.timeout(decode_s[it])
-            end[it] = env.now
-            if tick is not None:
-                tick(1)
-
-    master_proc = env.process(master())
-    procs.extend(env.process(worker(w) if cpu is None else worker_shared_cpu(w)) for w in range(n))
-    env.run()
-    if not master_proc.ok or np.isnan(end[-1]):
-        bad = int(np.flatnonzero(np.isnan(end))[0])
-        raise SchemeError(f"scheme {label}: messages of iteration {bad} never became decodable "
-                          f"(arrived {n_arrived[bad]} of {len(iter_msgs[bad] or [])})")
-
-    # worker status: arrived (all its messages in by decodable_s), cancelled, late
-    n_msgs = np.stack([plans_at[it][3] for it in range(I)])
-    status = np.where(n_arrived_w >= n_msgs, _ARRIVED, np.where(cancelled & (n_sent < n_msgs), _CANCELLED, _LATE))
-    it_df = trace_frame({
-        "scheme": label, "iteration": np.arange(I), "start_s": start, "decodable_s": decodable, "end_s": end,
-        "duration_s": end - start, "n_arrived": n_arrived, "n_used": n_used,
-        "other_cpu_wait_s": (np.minimum(background[0], sc.workload.cores) * (decodable - start) + burst_in_wait
-                             if background is not None else np.nan),
-        "other_cpu_finish_s": (np.minimum(background[1], sc.workload.cores) * (end - decodable)
-                               if background is not None else np.nan),
-    }, ITERATION_COLUMNS, "iterations.csv")
-    w_df = trace_frame({
-        "scheme": label, "iteration": np.repeat(np.arange(I), n), "worker": np.tile(np.arange(n), I),
-        "n_partitions": n_part.ravel(), "dispatch_s": disp_s.ravel(), "compute_start_s": cstart_s.ravel(),
-        "compute_s": comp_s.ravel(), "delay_s": delay.ravel(), "slowdown": block.slowdown.ravel(),
-        "send_s": send_s.ravel(), "arrival_s": arr_s.ravel(), "used": used_w.ravel(),
-        "status": _STATUS[status.ravel()], "cpu_s": (cpu_part_s + cpu_call_s).ravel(),
-        "compute_cpu_s": cpu_part_s.ravel(),
-    }, WORKER_COLUMNS, "workers.csv")
-    it_df.attrs["refusals"] = refused
-    return it_df, w_df
+                    self.cancel_stragglers(it)
+            yield env.timeout(self.decode_s[it])
+            rec.end[it] = env.now
+            if self.tick is not None:
+                self.tick(1)
