@@ -73,6 +73,15 @@ def test_says_why_no_coded_scheme_beats_uncoded():
     assert f"uncoded's p95 exceeds its median by only {unc['p95_s'] - unc['p50_s']:.4g} s" in adv.verdict
 
 
+def test_p99_objective_prints_its_ci():
+    from gcsim.advise.output import format_table
+    adv = advise(_scenario({"delay": {"dist": "bimodal", "p": P, "delay": DELAY}}, iterations=200), max_s=2,
+                 max_m=1, objective="p99")
+    text = format_table(adv, top=2)
+    r = adv.table.iloc[0]
+    assert "p99_s [95% CI]" in text and f"{r['p99_s']:.4g} [{r['p99_lo']:.4g}, {r['p99_hi']:.4g}]" in text
+
+
 def test_cli_writes_run_directory(tmp_path):
     from gcsim.cli import main
     p = write_bimodal_scenario(tmp_path / "sc.yaml", n=4, iterations=50)

@@ -251,3 +251,10 @@ def test_long_trace_file_name_gives_a_valid_scenario_name(tmp_path):
     out = tmp_path / "long.yaml"
     assert main(["fit", str(src), "--out", str(out), "--run-dir", str(tmp_path / "rep")]) == 0
     assert load_scenario(out).name == ("fit-" + "t" * 150)[:MAX_NAME_LENGTH]
+
+
+def test_single_family_scenario_comment(tmp_path):
+    rng = np.random.default_rng(3)
+    tr = read_trace(_write_grid(tmp_path / "g.csv", 1.0 + rng.gamma(2.0, 0.05, size=(40, 3))))
+    res = fit_trace(tr, families=("gamma",))
+    assert "family gamma chosen by AIC (others: none: --families gave one)" in res.scenario_text

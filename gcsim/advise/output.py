@@ -36,7 +36,8 @@ def format_table(adv: Advice, top: int | None = None) -> str:
             "speedup": [f"{v:.2f}x" for v in df["speedup"]],
         })
         if adv.objective == "p99":
-            out.insert(8, "p99_s", [f"{g}{v:.4g}" for g, v in zip(lb, df["p99_s"])])
+            out.insert(8, "p99_s [95% CI]", [f"{g}{a:.4g} [{b:.4g}, {c:.4g}]" for g, a, b, c in
+                                             zip(lb, df["p99_s"], df["p99_lo"], df["p99_hi"])])
         return out.to_string(index=False)
 
     t = adv.table

@@ -147,7 +147,7 @@ def scenario_yaml(res: FitResult, name: str | None = None) -> str:
     W, T = tr.n_workers, tr.n_iterations
     unit = (f"seconds ({tr.unit_s:g} s per trace unit)" if tr.loads is None
             else "seconds")
-    others = ", ".join(f"{f.family} {f.aic - b.aic:+.1f}" for f in res.fits[1:])
+    others = ", ".join(f"{f.family} {f.aic - b.aic:+.1f}" for f in res.fits[1:]) or "none: --families gave one"
     lines = [
         f"# Fitted by `gcsim fit` from {tr.path} ({tr.source}): {T} iterations x {W} workers, times in {unit}.",
         "# Model: time = load x compute x worker_scale x (persistent slowdown if slow) + delay.",
