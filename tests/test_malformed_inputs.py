@@ -349,6 +349,22 @@ def test_malformed_fit_flag(case, work, capsys):
     _refused(["fit", "good.csv", *FIT_FLAGS[case][0]], FIT_FLAGS[case][1], work, capsys)
 
 
+def test_fit_out_existing_file_is_refused_without_force(work, capsys):
+    """Like ``gcsim calibrate``: an existing --out is never replaced silently (nothing already written is
+    lost); with --force it is replaced by the fitted scenario."""
+    (work / "good.csv").write_text(GOOD)
+    (work / "mine.yaml").write_text("hand-edited\n")
+    _refused(["fit", "good.csv", "--out", "mine.yaml"],
+             r"--out: expected a file that does not exist yet \(or --force to replace it\), got 'mine\.yaml'$", work, capsys)
+    old = os.getcwd()
+    os.chdir(work)
+    try:
+        assert main(["fit", "good.csv", "--out", "mine.yaml", "--force", "--run-dir", "rep"]) == 0
+    finally:
+        os.chdir(old)
+    assert yaml.safe_load((work / "mine.yaml").read_text())["stragglers"]
+
+
 def test_fit_out_write_failure_is_one_line_and_keeps_the_old_file(work, capsys, monkeypatch):
     import gcsim.rundir as rundir
     (work / "good.csv").write_text(GOOD)
@@ -363,7 +379,7 @@ def test_fit_out_write_failure_is_one_line_and_keeps_the_old_file(work, capsys, 
     old = os.getcwd()
     os.chdir(work)
     try:
-        rc = main(["fit", "good.csv", "--out", "mine.yaml", "--run-dir", "rep"])
+        rc = main(["fit", "good.csv", "--out", "mine.yaml", "--force", "--run-dir", "rep"])
     finally:
         os.chdir(old)
     err = capsys.readouterr().err

@@ -27,9 +27,10 @@ class _FloatOption(click.ParamType):
         return v
 
 
-def _check_writable(out_yaml: str) -> None:
-    """Refuse an ``--out`` that cannot be written before any work (the file is replaced atomically at the
-    end, so its parent directory must take a new file): one-line ConfigError."""
+def _check_writable(out_yaml: str, force: bool = False) -> None:
+    """Refuse an ``--out`` that cannot be written before any work (the file is written atomically at the
+    end, so its parent directory must take a new file), or that exists without ``--force`` (nothing
+    already written is lost; the same rule as ``gcsim calibrate``): one-line ConfigError."""
     import tempfile
     from pathlib import Path
     p = Path(out_yaml)
@@ -37,6 +38,8 @@ def _check_writable(out_yaml: str) -> None:
         raise ConfigError("--out", "a file path in an existing directory", out_yaml)
     if p.exists() and not p.is_file():
         raise ConfigError("--out", "a regular file path (it is replaced)", out_yaml)
+    if p.exists() and not force:
+        raise ConfigError("--out", "a file that does not exist yet (or --force to replace it)", out_yaml)
     try:
         with tempfile.NamedTemporaryFile(dir=p.absolute().parent, prefix=f".{p.name}.", suffix=".probe"):
             pass
@@ -47,7 +50,8 @@ def _check_writable(out_yaml: str) -> None:
 @click.command("fit")
 @click.argument("trace", metavar="TRACE")
 @click.option("--out", "out_yaml", default=None, metavar="FILE",
-              help="Also write the fitted scenario to FILE (replaced if it exists).")
+              help="Also write the fitted scenario to FILE (refused if it exists, unless --force).")
+@click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
 @click.option("--run-dir", default=None, metavar="DIR",
               help="Report directory to create (default runs/fit/fit-<trace name>-<UTC timestamp>/).")
 @click.option("--scheme", default=None, help="Run directories: the scheme whose rows to fit (default uncoded).")
@@ -65,7 +69,7 @@ def _check_writable(out_yaml: str) -> None:
               show_default=True, help="An iteration is slow (Markov regime) above this factor of the worker's median.")
 @click.option("--name", default=None, help="Scenario name (default fit-<trace name>).")
 @click.pass_context
-def command(ctx, trace, out_yaml, run_dir, scheme, worker_col, iteration_col, duration_col, unit_s, families,
+def command(ctx, trace, out_yaml, force, run_dir, scheme, worker_col, iteration_col, duration_col, unit_s, families,
             slow_threshold, name):
     """Fit a scenario to the per-worker, per-iteration times in TRACE.
 
@@ -93,7 +97,7 @@ def command(ctx, trace, out_yaml, run_dir, scheme, worker_col, iteration_col, du
         if bad or not fams:
             raise ConfigError("--families", f"comma-separated names from {', '.join(FAMILIES)}", families)
     if out_yaml is not None:
-        _check_writable(out_yaml)
+        _check_writable(out_yaml, force)
     if run_dir is not None:
         check_out_dir(run_dir, "--run-dir")
     tr = read_trace(trace, scheme=scheme, worker_col=worker_col, iteration_col=iteration_col,
