@@ -22,8 +22,11 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from gcsim.compare.calibrate import Calibration, background_cores, build_scenario, calibrate, require_same_n
+from gcsim.compare.calibrate import Calibration, calibrate
+from gcsim.compare.estimators import background_cores
+from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
+from gcsim.compare.scenario_build import build_scenario
 from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
 from gcsim.compare.verdict import Bands, Verdict, judge
 from gcsim.errors import ConfigError

@@ -25,8 +25,10 @@ from typing import Sequence
 import numpy as np
 import yaml
 
-from gcsim.compare.calibrate import Calibration, calibrate, require_same_n, scenario_data
+from gcsim.compare.calibrate import Calibration, calibrate
+from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
+from gcsim.compare.scenario_build import scenario_data
 from gcsim.errors import ConfigError
 
 #: empirical distributions of the calibrated scenario written to side files: (path in the scenario, file tag)
@@ -114,7 +116,7 @@ def pooled_differences(runs: Sequence[RunDir]) -> list[str]:
         e.g. ``["stragglers: copied from run uncoded-a; run gc-fr-b differs (it contributed only the
         calibrated times)"]``; empty when the runs agree or there is one run.
     """
-    from gcsim.compare.calibrate import message_bytes
+    from gcsim.compare.run_facts import message_bytes
 
     runs = list(runs)
     first = runs[0]

@@ -112,7 +112,7 @@ def fit_steady_background(run, scheme: str, calibration, *, warmup: int = 0,
     Raises:
         RunDirError: the run's config holds values the scenario refuses.
     """
-    from gcsim.compare.calibrate import build_scenario
+    from gcsim.compare.scenario_build import build_scenario
 
     if calibration.cores is None or calibration.background_wait_cores is None:
         return calibration, None

@@ -268,7 +268,7 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
     """
     import yaml
 
-    from gcsim.compare.calibrate import scheme_spec
+    from gcsim.compare.run_facts import scheme_spec
     from gcsim.compare.pipeline import _warmup_for
     from gcsim.compare.scenario_file import write_calibrated_scenario
     from gcsim.compare.stats import compare_samples, drop_warmup
