@@ -47,6 +47,10 @@ Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after 
   through both; with exactly two payload sizes it passes through both means, with one size it keeps
   their sum. With one size the split is not identifiable: payloads ≥ 1 MiB are attributed to
   bandwidth (``latency_s = 0``), smaller ones to latency (``bandwidth = inf``); a note says so.
+  An all-reduce run (meta.json ``collective: allreduce``, :mod:`gcsim.real.allreduce`) has no
+  messages to a master: its ranks' transfers are ``arrival_s`` minus the iteration's *last*
+  ``send_s`` (a ring all-reduce cannot finish before its last rank joins; Patarasuk & Yuan, J.
+  Parallel Distrib. Comput. 69(2), 2009), the earlier ranks' wait being the max the simulator takes.
 * **master per-iteration overhead** (``master.decode_s``): empirical ``end_s - decodable_s``
   (decode, optimizer step, bookkeeping). Not de-contended: the real master (the Ray driver) runs at
   normal priority while Ray starts its workers at niceness 15 (``RAY_worker_niceness``), so the
@@ -260,6 +264,11 @@ class _Samples:
         frac = float(run.scheme_row(sch).get("communication_load", 1.0) or 1.0)
         send = pd.to_numeric(wk["send_s"], errors="coerce").to_numpy(float)
         arr = pd.to_numeric(wk["arrival_s"], errors="coerce").to_numpy(float)
+        if run.meta.get("collective") == "allreduce":
+            # an all-reduce (gcsim.real.allreduce) completes only once its last rank joined: each
+            # rank's transfer counts from the iteration's last send_s (Patarasuk & Yuan 2009), the
+            # time before that is waiting, which the simulator's max over workers already makes
+            send = pd.Series(send).groupby(wk["iteration"].to_numpy()).transform("max").to_numpy(float)
         # messages the master waited for: a late message's arrival_s is stamped whenever the master
         # next looked (after decodable), not when it arrived
         ok = np.isfinite(send) & np.isfinite(arr) & (wk["status"].astype(str).to_numpy() == "arrived")
