@@ -330,23 +330,39 @@ def load_scenario(path: str | Path) -> Scenario:
     Raises:
         ConfigError: one line naming the file or field path, the allowed values and the given value.
     """
+    return validate_scenario(read_config_document(path, "scenario"), base_dir=Path(path).parent)
+
+
+def read_config_document(path: str | Path, field: str) -> Any:
+    """The parsed YAML document of a configuration file (a scenario, a sweep, ...), read with the
+    bounds of :func:`gcsim.yamlio.read_yaml` (size, depth, aliases) and no key given twice in a mapping.
+
+    Args:
+        path: the file.
+        field: the name errors give (``scenario``, ``sweep``).
+    Returns:
+        the document (any YAML value; the caller validates its shape).
+    Raises:
+        ConfigError: one line naming ``field``: the file is missing, unreadable, not valid YAML (with the
+            line), over a bound, or repeats a key (with both lines).
+    """
     p = Path(path)
     if not p.is_file():
-        raise ConfigError("scenario", "an existing YAML file", str(path))
+        raise ConfigError(field, "an existing YAML file", str(path))
     from gcsim.yamlio import YamlBoundsError, read_yaml
 
     try:
         node, data = read_yaml(p)  # bounded: size, depth, aliases
         _check_unique_keys(node)
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError("scenario", "a readable YAML file", f"{path} ({type(e).__name__})") from None
+        raise ConfigError(field, "a readable YAML file", f"{path} ({type(e).__name__})") from None
     except YamlBoundsError as e:
-        raise ConfigError("scenario", f"YAML with {e.allowed}", _GivenLabel(f"{str(path)!r}: {e.given}")) from None
+        raise ConfigError(field, f"YAML with {e.allowed}", _GivenLabel(f"{str(path)!r}: {e.given}")) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError("scenario", "valid YAML", f"{path}: {getattr(e, 'problem', 'syntax error')}{where}") from None
-    return validate_scenario(data, base_dir=p.parent)
+        raise ConfigError(field, "valid YAML", f"{path}: {getattr(e, 'problem', 'syntax error')}{where}") from None
+    return data
 
 
 def _check_unique_keys(node: Any, path: tuple = (), _seen: set | None = None) -> None:

@@ -232,23 +232,10 @@ def load_sweep(path: str | Path) -> SweepPlan:
         ConfigError: one line naming the field (``grid.s[2]``, ``base.n_workers``, ``engine``, ...),
             the allowed values and the given value.
     """
-    from gcsim.scenario import _check_unique_keys
-    from gcsim.yamlio import YamlBoundsError, read_yaml
+    from gcsim.scenario import read_config_document
 
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError("sweep", "an existing YAML file", str(path))
-    try:
-        node, data = read_yaml(p)
-        _check_unique_keys(node)
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError("sweep", "a readable YAML file", f"{path} ({type(e).__name__})") from None
-    except YamlBoundsError as e:
-        raise ConfigError("sweep", f"YAML with {e.allowed}", GivenLabel(f"{str(path)!r}: {e.given}")) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError("sweep", "valid YAML", f"{path}: {getattr(e, 'problem', 'syntax error')}{where}") from None
+    data = read_config_document(p, "sweep")
     return validate_sweep(data, base_dir=p.parent, default_name=p.stem)
 
 
