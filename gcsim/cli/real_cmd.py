@@ -44,16 +44,22 @@ import click
               help="Logical CPUs per worker actor [the most, at most 1, that fits every node's CPUs].")
 @click.option("--placement", type=click.Choice(["spread", "pack"]), default=None,
               help="Spread the workers over the nodes or pack them onto few [spread].")
+@click.option("--workers-per-process", "workers_per_process", default=None, metavar="K|auto",
+              help="Logical workers per Ray actor process: K share one process and one torch import (each in "
+                   "its own thread; CPU measured per thread); 1: a process per worker [auto: 1 up to 16 workers "
+                   "per node, else the fewest per process that keep 16 processes per node].")
 @click.option("--ray-num-cpus", type=int, default=None, help="Logical CPUs of the embedded Ray [n workers].")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Run directory [runs/real/<scheme>-<UTC timestamp>].")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path), default=None,
               help="Continue the run in this directory from its checkpoint (other options ignored except "
-                   "--iterations, --address, the timeouts, --worker-cpus and --placement).")
+                   "--iterations, --address, the timeouts, --worker-cpus, --placement and "
+                   "--workers-per-process).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, model, eval_every, checkpoint_every,
             seed, policy, data_dir, max_train_samples, address, connect_timeout_s, placement_timeout_s, setup_timeout_s,
-            fetch_timeout_s, worker_cpus, placement, ray_num_cpus, out_dir, resume_dir, no_progress):
+            fetch_timeout_s, worker_cpus, placement, workers_per_process, ray_num_cpus, out_dir, resume_dir,
+            no_progress):
     """Train on CIFAR-10 with a Ray parameter server using a gradient-coding scheme and measure
     the iteration time under the scenario's injected stragglers.
 
@@ -67,9 +73,11 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
     from gcsim.real.config import resolve_config
     from gcsim.real.runner import resume_real, run_real
 
+    if workers_per_process is not None and workers_per_process.strip().isdigit():
+        workers_per_process = int(workers_per_process)  # else "auto" or a bad value RealConfig names
     cluster = dict(address=address, connect_timeout_s=connect_timeout_s, placement_timeout_s=placement_timeout_s,
                    setup_timeout_s=setup_timeout_s, fetch_timeout_s=fetch_timeout_s, worker_cpus=worker_cpus,
-                   placement=placement)
+                   placement=placement, workers_per_process=workers_per_process)
     if resume_dir is not None:
         from gcsim.real.allreduce import ALLREDUCE
 
@@ -89,6 +97,10 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
         from gcsim.real.allreduce import ALLREDUCE, resolve_allreduce_config, run_allreduce
 
         allreduce = scheme == ALLREDUCE
+        if allreduce and workers_per_process is not None:
+            raise ConfigError("--workers-per-process", message=(
+                f"--workers-per-process: expected no value with --scheme allreduce (Ray Train runs one process "
+                f"per rank), got {workers_per_process!r}"))
         cfg, scenario = (resolve_allreduce_config if allreduce else partial(resolve_config, scheme))(
             scenario_path, n_workers=workers, s=s, m=m, iterations=iterations, batch_size=batch_size,
             lr=lr, model=model, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,

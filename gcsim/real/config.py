@@ -11,9 +11,9 @@ measures those times.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from gcsim.errors import ConfigError, SchemeError
 from gcsim.validation import NonNegInt, PosInt, config_error_from_validation
@@ -55,6 +55,12 @@ class RealConfig(BaseModel):
         worker_cpus: logical CPUs per worker actor (None: the most, at most 1, that lets every
             worker fit on the nodes' CPUs).
         placement: ``spread`` (workers over as many nodes as possible) or ``pack`` (as few as possible).
+        workers_per_process: ``K``, logical workers per Ray actor process (``--workers-per-process``):
+            an integer ``1 <= K <= n`` or ``auto`` (default: 1 while the workers are at most 16 per
+            node, else the fewest per process that keep 16 processes per node;
+            :func:`gcsim.real.master.resolve_workers_per_process`). K = 1 is one process per worker;
+            K > 1 shares one torch import among K workers (:class:`gcsim.real.worker.WorkerHost`;
+            each worker's CPU is then its thread's clock).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -90,6 +96,14 @@ class RealConfig(BaseModel):
     fetch_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     worker_cpus: Optional[Annotated[float, Field(gt=0, le=1024)]] = None
     placement: Literal["spread", "pack"] = "spread"
+    workers_per_process: Union[PosInt, Literal["auto"]] = "auto"
+
+    @field_validator("workers_per_process", mode="before")
+    @classmethod
+    def _workers_per_process(cls, v):
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            return v
+        raise ValueError("'auto' or an integer >= 1")
 
 
 def validate_real_config(values: dict, *, option_names: bool) -> RealConfig:
@@ -102,8 +116,9 @@ def validate_real_config(values: dict, *, option_names: bool) -> RealConfig:
     Returns:
         the :class:`RealConfig`.
     Raises:
-        ConfigError: the first invalid field (field, allowed values, given value), or a batch smaller
-            than the number of workers (an empty partition slice has no loss and no gradient).
+        ConfigError: the first invalid field (field, allowed values, given value), a batch smaller
+            than the number of workers (an empty partition slice has no loss and no gradient), or more
+            workers per process than workers.
     """
     def name(key: str) -> str:
         if not option_names:
@@ -115,6 +130,9 @@ def validate_real_config(values: dict, *, option_names: bool) -> RealConfig:
     except ValidationError as e:
         err = config_error_from_validation(e, root=RealConfig)
         raise ConfigError(name(err.field), err.allowed, err.given) from None
+    if cfg.workers_per_process != "auto" and cfg.workers_per_process > cfg.n_workers:
+        raise ConfigError(name("workers_per_process"), f"'auto' or an integer from 1 to the number of workers "
+                          f"n={cfg.n_workers}", cfg.workers_per_process)
     if cfg.batch_size < cfg.n_workers:
         raise ConfigError(name("batch_size"), f"an integer >= the number of workers n={cfg.n_workers} (at least "
                           f"one image per partition slice)", cfg.batch_size)

@@ -23,7 +23,9 @@ Lost workers: one failure path for an actor that died, a node that went away (it
 it) and a reply whose payload cannot be fetched (``ObjectLostError`` and its kinds –
 ``ObjectReconstructionFailedError``, ``OwnerDiedError`` – or no payload within ``fetch_timeout_s``).
 The worker gets status ``dead`` (from that iteration on), is recorded in :attr:`ParameterServer.deaths`
-with the iteration and the cause, and is not dispatched to again. A lost reply counts as never
+with the iteration and the cause, and is not dispatched to again. With several workers per actor
+process (``--workers-per-process K``) a process's death is the death of all its K workers: each is
+recorded dead when its call in flight, or its next call, fails with the actor's death. A lost reply counts as never
 arrived: its messages leave the arrived set, which is decoded again from what survives (waiting for
 more replies if needed). With more than ``s`` lost workers the iteration raises
 :class:`RunFailedError` naming them (the decoder cannot work around them; the run stops at its last
@@ -93,35 +95,73 @@ class StepResult:
     cond: float
 
 
-def fit_worker_cpus(node_cpus: list[float], n_workers: int, requested: float | None = None) -> float:
-    """Logical CPUs per worker actor so that ``n_workers`` actors fit the nodes' CPUs.
+def fit_worker_cpus(node_cpus: list[float], n_workers: int, requested: float | None = None,
+                    workers_per_process: int = 1) -> float:
+    """Logical CPUs per worker so that ``n_workers`` workers fit the nodes' CPUs.
 
     Args:
         node_cpus: CPUs of each alive node (``ray.nodes()``'s ``Resources["CPU"]``).
-        n_workers: actors to place, one placement-group bundle each.
+        n_workers: logical workers to place.
         requested: ``--worker-cpus`` (None: the largest value <= 1 that fits, a node's CPUs split
-            evenly among the actors it takes, rounded down to Ray's 1e-4 resolution).
+            evenly among the workers it takes, rounded down to Ray's 1e-4 resolution).
+        workers_per_process: ``K``: the workers run ``K`` to an actor process, one placement-group
+            bundle of ``K`` × the result per process (``ceil(n / K)`` processes; a node fits whole
+            processes only, counted as ``K`` workers each). 1: one actor and one bundle per worker.
     Returns:
-        CPUs per actor.
+        CPUs per worker (a process hosting ``j`` workers reserves ``j`` times it).
     Raises:
         RunFailedError: nothing fits, one line naming what is missing (e.g. ``4 worker actors need 1
             CPU each; the cluster has 3 nodes with 1 CPU``).
     """
-    def fits(c: float) -> bool:
-        return sum(int(x / c + 1e-9) for x in node_cpus) >= n_workers
+    k = max(1, int(workers_per_process))
+    procs = -(-int(n_workers) // k)
 
+    def fits(c: float) -> bool:
+        return sum(int(x / (k * c) + 1e-9) for x in node_cpus) >= procs
+
+    what = (f"{n_workers} worker actors" if k == 1 else
+            f"{n_workers} workers ({procs} processes of up to {k}, --workers-per-process)")
     cpus = [float(x) for x in node_cpus if x > 0]
     if requested is not None:
         if not fits(float(requested)):
-            raise RunFailedError(f"--worker-cpus: {n_workers} worker actors need {requested:g} CPU each; "
+            raise RunFailedError(f"--worker-cpus: {what} need {requested:g} CPU each; "
                                  f"the cluster has {_describe_nodes(node_cpus)}")
         return float(requested)
-    candidates = sorted({min(1.0, int(x / j * 1e4) / 1e4) for x in cpus for j in range(1, n_workers + 1)},
+    candidates = sorted({min(1.0, int(x / (j * k) * 1e4) / 1e4) for x in cpus for j in range(1, procs + 1)},
                         reverse=True)
     for c in candidates:
         if c > 0 and fits(c):
             return c
-    raise RunFailedError(f"{n_workers} worker actors need CPUs; the cluster has {_describe_nodes(node_cpus)}")
+    raise RunFailedError(f"{what} need CPUs; the cluster has {_describe_nodes(node_cpus)}")
+
+
+#: ``--workers-per-process auto``: at most this many worker processes per node (measured: 353 MiB
+#: PSS per process at K = 1, so 16 take ~5.6 GiB; README "Memory per worker").
+AUTO_PROCESSES_PER_NODE = 16
+
+
+def resolve_workers_per_process(value: int | str, n_workers: int, node_cpus: list[float]) -> int:
+    """``K``, the logical workers per actor process, from ``--workers-per-process``.
+
+    Args:
+        value: an integer ``1 <= K <= n_workers`` (returned as it is) or ``"auto"``: 1 (one process
+            per worker) while the workers are at most :data:`AUTO_PROCESSES_PER_NODE` per node with
+            CPUs, else the smallest ``K`` that brings the processes down to that many per node,
+            ``ceil(n / (16 × nodes))``.
+        n_workers: ``n``.
+        node_cpus: CPUs of each alive node (nodes without CPUs host no worker).
+    Returns:
+        ``K >= 1``.
+    Raises:
+        ValueError: ``value`` is neither ``"auto"`` nor an integer from 1 to ``n_workers``.
+    """
+    n = int(n_workers)
+    if value == "auto":
+        nodes = max(1, sum(1 for x in node_cpus if float(x) > 0))
+        return max(1, -(-n // (AUTO_PROCESSES_PER_NODE * nodes)))
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= n:
+        raise ValueError(f"workers_per_process: expected 'auto' or an integer from 1 to n={n}, got {value!r}")
+    return int(value)
 
 
 def _describe_nodes(node_cpus: list[float]) -> str:
@@ -134,43 +174,96 @@ def _describe_nodes(node_cpus: list[float]) -> str:
 
 
 class WorkerPool:
-    """The ``n`` worker actors of a run.
+    """The ``n`` workers of a run, one actor process each or ``K`` to a process.
+
+    With ``workers_per_process`` ``K = 1`` every worker is one :class:`GradientWorker` actor (one
+    process). With ``K > 1`` process ``p`` is a :class:`gcsim.real.worker.WorkerHost` actor hosting the
+    workers ``p·K … min(n, (p+1)·K) − 1`` (``ceil(n / K)`` processes; when ``K`` does not divide ``n``
+    the last one hosts the ``n mod K`` left), each in its own one-thread concurrency group; torch is
+    imported once per process. Killing or losing a process loses every worker it hosts (their calls
+    fail with the actor's death, and the master records each as dead).
 
     Args:
-        n_workers: number of actors.
-        torch_threads: torch threads per actor.
-        num_cpus: logical CPUs each actor reserves.
+        n_workers: number of logical workers ``n``.
+        torch_threads: torch threads per actor process.
+        num_cpus: logical CPUs each worker reserves (a process hosting ``j`` workers reserves ``j`` ×).
         placement: None (actors scheduled freely) or ``"spread"`` / ``"pack"``: one placement-group
-            bundle of ``num_cpus`` per worker, with that strategy.
+            bundle per actor process, with that strategy.
         placement_timeout_s: longest wait for the placement group.
+        workers_per_process: ``K``, ``1 <= K`` (values above ``n`` act as ``n``).
+    Attributes:
+        processes: per actor process, the worker indices it hosts.
+        info: per worker (index ``w``), what its setup returned plus ``"process"`` (its process index).
     Raises:
         RunFailedError: the placement group was not placed within ``placement_timeout_s``.
+        ValueError: ``workers_per_process < 1``.
     """
 
     def __init__(self, n_workers: int, *, torch_threads: int = 1, num_cpus: float = 1,
-                 placement: str | None = None, placement_timeout_s: float = 120.0):
+                 placement: str | None = None, placement_timeout_s: float = 120.0, workers_per_process: int = 1):
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from gcsim.real.worker import remote_worker_class
+        from gcsim.real.worker import group_name, remote_host_class, remote_worker_class
 
-        cls = remote_worker_class()
         self.n = int(n_workers)
+        k = int(workers_per_process)
+        if k < 1:
+            raise ValueError(f"workers_per_process: expected >= 1, got {workers_per_process}")
+        self.k = min(k, self.n)
+        self.processes: list[list[int]] = [list(range(p, min(self.n, p + self.k))) for p in range(0, self.n, self.k)]
+        #: worker -> (process index, position in the process)
+        self._where = {w: (p, i) for p, ws in enumerate(self.processes) for i, w in enumerate(ws)}
+        self._group = group_name
         self.pg = None
         self.info: list[dict] = []
+        cpus = [round(len(ws) * float(num_cpus), 4) for ws in self.processes]
+
+        def start(p: int, **opts):
+            if self.k == 1:
+                return remote_worker_class().options(num_cpus=cpus[p], **opts).remote(self.processes[p][0],
+                                                                                     torch_threads)
+            return remote_host_class(self.k).options(num_cpus=cpus[p], allow_out_of_order_execution=False,
+                                                     **opts).remote(self.processes[p], torch_threads)
+
         if placement is None:
-            self.actors = [cls.options(num_cpus=num_cpus).remote(w, torch_threads) for w in range(self.n)]
+            self.hosts = [start(p) for p in range(len(self.processes))]
             return
-        self.pg = placement_group([{"CPU": num_cpus}] * self.n, strategy=placement.upper())
+        self.pg = placement_group([{"CPU": c} for c in cpus], strategy=placement.upper())
         if not self.pg.wait(timeout_seconds=placement_timeout_s):
             remove_placement_group(self.pg)
             nodes = [n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
-            raise RunFailedError(f"placement: {self.n} worker actors need {num_cpus:g} CPU each, not placed within "
+            what = (f"{self.n} worker actors need {num_cpus:g} CPU each" if self.k == 1 else
+                    f"{len(self.processes)} worker processes need {max(cpus):g} CPU each ({self.n} workers, "
+                    f"{num_cpus:g} CPU each, up to {self.k} per process)")
+            raise RunFailedError(f"placement: {what}, not placed within "
                                  f"{placement_timeout_s:g} s (--placement-timeout); the cluster has "
                                  f"{_describe_nodes(nodes)}, {ray.available_resources().get('CPU', 0.0):g} CPUs free")
-        self.actors = [cls.options(num_cpus=num_cpus, scheduling_strategy=PlacementGroupSchedulingStrategy(
-            self.pg, placement_group_bundle_index=w)).remote(w, torch_threads) for w in range(self.n)]
+        self.hosts = [start(p, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            self.pg, placement_group_bundle_index=p)) for p in range(len(self.processes))]
+
+    @property
+    def actors(self) -> list:
+        """Per worker ``w``, the actor handle of the process hosting it (with ``K > 1`` the same
+        handle for the ``K`` workers of a process; call them through :meth:`call`)."""
+        return [self.hosts[self._where[w][0]] for w in range(self.n)]
+
+    def process_of(self, worker: int) -> int:
+        """Index of the actor process hosting ``worker``."""
+        return self._where[int(worker)][0]
+
+    def call(self, worker: int, method: str, *args, num_returns: int = 1, **kwargs):
+        """Submit ``method(*args, **kwargs)`` of :class:`GradientWorker` for ``worker``: the actor's own
+        method (``K = 1``) or the :class:`WorkerHost` method of the same name with ``worker`` first, in
+        the worker's concurrency group. Returns the object reference(s) (a tuple when
+        ``num_returns > 1``)."""
+        p, i = self._where[int(worker)]
+        m = getattr(self.hosts[p], method)
+        if self.k == 1:
+            return m.options(num_returns=num_returns).remote(*args, **kwargs)
+        return m.options(num_returns=num_returns, concurrency_group=self._group(i)).remote(int(worker), *args,
+                                                                                         **kwargs)
 
     def setup(self, setup_kwargs: dict, train_images: np.ndarray, train_labels: np.ndarray,
               shards: list[np.ndarray], *, timeout_s: float | None = None,
@@ -186,7 +279,8 @@ class WorkerPool:
             timeout_s: longest wait for every actor (None: no bound).
             should_stop: polled every ``poll_s``; True raises :class:`RunInterrupted`.
         Returns:
-            per actor the dict :meth:`GradientWorker.setup` returns.
+            per worker the dict :meth:`GradientWorker.setup` returns, plus ``"process"`` (the index of
+            its actor process; with ``K > 1`` the ``pid`` is shared by the process's workers).
         Raises:
             RunFailedError: an actor died or failed during setup, or not every actor was ready within
                 ``timeout_s`` (names the workers that were not).
@@ -200,8 +294,8 @@ class WorkerPool:
                              setup_kwargs["scheme_seed"])
         shard_refs = {j: (ray.put(train_images[idx]), ray.put(train_labels[idx])) for j, idx in enumerate(shards)}
         try:
-            refs = [a.setup.remote({j: shard_refs[j] for j in scheme.held_partitions(w)}, **setup_kwargs)
-                    for w, a in enumerate(self.actors)]
+            refs = [self.call(w, "setup", {j: shard_refs[j] for j in scheme.held_partitions(w)}, **setup_kwargs)
+                    for w in range(self.n)]
             deadline = None if timeout_s is None else time.monotonic() + float(timeout_s)
             while True:
                 ready, rest = ray.wait(refs, num_returns=len(refs), timeout=poll_s)
@@ -213,7 +307,7 @@ class WorkerPool:
                     missing = [w for w, r in enumerate(refs) if r in set(rest)]
                     raise RunFailedError(f"setup: workers {missing} not ready within {timeout_s:g} s "
                                          f"(--setup-timeout); {len(ready)} of {len(refs)} ready")
-            self.info = ray.get(refs)
+            self.info = [{**i, "process": self.process_of(w)} for w, i in enumerate(ray.get(refs))]
         except ray.exceptions.RayError as e:
             raise RunFailedError(f"worker setup failed: {type(e).__name__}: {str(e).splitlines()[0]}") from None
         finally:
@@ -245,10 +339,10 @@ class WorkerPool:
 
         got = {}
         if sequential:
-            for w, a in enumerate(self.actors):
-                got[w] = answer(a.probe.remote(int(reps)), float(timeout_s))
+            for w in range(self.n):
+                got[w] = answer(self.call(w, "probe", int(reps)), float(timeout_s))
         else:
-            refs = {w: a.probe.remote(int(reps)) for w, a in enumerate(self.actors)}
+            refs = {w: self.call(w, "probe", int(reps)) for w in range(self.n)}
             ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=float(timeout_s))
             got = {w: answer(r, 1.0) for w, r in refs.items() if r in ready}
         got = {w: v for w, v in got.items() if v is not None}
@@ -262,16 +356,17 @@ class WorkerPool:
                 "utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
     def kill(self, worker: int) -> None:
-        """Kill one actor for good (fault injection; it becomes a dead worker)."""
+        """Kill the actor process of ``worker`` for good (fault injection): it becomes a dead worker,
+        and so does every other worker that process hosts (``K > 1``)."""
         import ray
 
-        ray.kill(self.actors[worker], no_restart=True)
+        ray.kill(self.hosts[self.process_of(worker)], no_restart=True)
 
     def shutdown(self) -> None:
         """Kill every actor (ignores ones already dead) and remove the placement group."""
         import ray
 
-        for a in self.actors:
+        for a in self.hosts:
             try:
                 ray.kill(a, no_restart=True)
             except Exception:  # already gone
@@ -469,8 +564,8 @@ class ParameterServer:
             if w in self.dead:
                 continue
             row["dispatch_s"] = self.clock()
-            meta_ref, payload_ref = self.pool.actors[w].run.options(num_returns=2).remote(
-                it, weights_ref, float(draw.delay_s[w]), float(draw.slowdown[w]))
+            meta_ref, payload_ref = self.pool.call(w, "run", it, weights_ref, float(draw.delay_s[w]),
+                                                   float(draw.slowdown[w]), num_returns=2)
             row["status"] = "pending"
             self.pending[meta_ref] = _Pending(it, w, payload_ref)
         if self.after_dispatch is not None:

@@ -19,7 +19,7 @@ Outcomes (``status.json``):
 Lost workers (dead actor, dead node, lost payload; :mod:`gcsim.real.master`) are printed as they
 happen and listed in ``status.json``'s ``dead_workers`` (worker, iteration, cause, session), counted
 in summary.csv's ``dead_workers``. No wait is unbounded: reaching ``--address``
-(``connect_timeout_s``), placing the workers (one placement-group bundle per worker,
+(``connect_timeout_s``), placing the workers (one placement-group bundle per worker process,
 ``placement_timeout_s``), their setup (``setup_timeout_s``) and fetching used payloads
 (``fetch_timeout_s``) each end in a one-line error.
 
@@ -58,7 +58,8 @@ import pandas as pd
 
 from gcsim.errors import ConfigError, GcsimError, RunDirError, RunFailedError
 from gcsim.real.config import RealConfig, validate_real_config
-from gcsim.real.master import ParameterServer, RunInterrupted, WorkerPool, fit_worker_cpus
+from gcsim.real.master import (ParameterServer, RunInterrupted, WorkerPool, fit_worker_cpus,
+                               resolve_workers_per_process)
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
 from gcsim.rundir import NewRunDir, RunStatus, effective_status, new_run_dir, read_status
 
@@ -307,7 +308,7 @@ def _guarded(run: RealRunDir, execute: Callable[[], RealRunResult], new: NewRunD
 
 #: Options a ``--resume`` may change (where and how the workers run, not what is measured).
 RESUME_OVERRIDES = ("address", "connect_timeout_s", "placement_timeout_s", "setup_timeout_s", "fetch_timeout_s",
-                    "worker_cpus", "placement")
+                    "worker_cpus", "placement", "workers_per_process")
 
 
 def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress: bool = True,
@@ -458,9 +459,11 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
             stop.reinstall()
             total_cpus = float(ray.cluster_resources().get("CPU", cfg.n_workers))
             node_cpus = [float(nd["Resources"].get("CPU", 0.0)) for nd in ray.nodes() if nd.get("Alive")]
-            worker_cpus = fit_worker_cpus(node_cpus, cfg.n_workers, cfg.worker_cpus)
+            per_process = resolve_workers_per_process(cfg.workers_per_process, cfg.n_workers, node_cpus)
+            worker_cpus = fit_worker_cpus(node_cpus, cfg.n_workers, cfg.worker_cpus, workers_per_process=per_process)
             pool = WorkerPool(cfg.n_workers, torch_threads=cfg.torch_threads, num_cpus=worker_cpus,
-                              placement=cfg.placement, placement_timeout_s=cfg.placement_timeout_s)
+                              placement=cfg.placement, placement_timeout_s=cfg.placement_timeout_s,
+                              workers_per_process=per_process)
             pool.setup(dict(scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, scheme_seed=cfg.scheme_seed,
                             model=cfg.model, model_seed=cfg.seed, dtype=cfg.dtype, payload_dtype=cfg.payload_dtype,
                             batch_size=cfg.batch_size, sampler_seed=cfg.seed, cancel_poll_s=cfg.cancel_poll_s),
@@ -480,7 +483,8 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
         offset = float(checkpoint.get("time_offset_s", 0.0)) if checkpoint else 0.0
         if prior_it is not None and len(prior_it):
             offset = max(offset, float(prior_it["end_s"].max()))
-        local_pids = [int(i["pid"]) for i in pool.info if i.get("host") == socket.gethostname()]
+        local = [i for i in pool.info if i.get("host") == socket.gethostname()]
+        local_pids = sorted({int(i["pid"]) for i in local})  # K workers of a process share its pid
         niceness = _worker_niceness(pool.info)
         ps = ParameterServer(pool, scheme, stragglers, policy=cfg.policy, scheme_label=cfg.scheme,
                              t0=time.time() - offset, slice_sizes=sizes, n_params=num_parameters(model),
@@ -558,7 +562,8 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
             bar.close()
             pool.shutdown()
         ray_info = {"address": cfg.address or "embedded", "cluster_cpus": total_cpus,
-                    "nodes": len(ray.nodes()), "worker_cpus": worker_cpus, "placement": cfg.placement}
+                    "nodes": len(ray.nodes()), "worker_cpus": worker_cpus, "placement": cfg.placement,
+                    "workers_per_process": pool.k, "worker_processes": len(pool.processes)}
 
     wall_s = time.monotonic() - wall0
     it_df = ps.iterations_frame()
@@ -575,8 +580,8 @@ def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | N
                model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
                host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
                cpu_model=cpu_model_name(), host_cpu_load=cpu_load, cpu_probe=cpu_probe, ray=ray_info, worker_niceness=niceness, dead_workers=dead_workers(ps),
-               other_cpu_scope=("host" if len(local_pids) == cfg.n_workers else
-                                f"master's host only ({len(local_pids)} of {cfg.n_workers} workers on it)"))
+               other_cpu_scope=("host" if len(local) == cfg.n_workers else
+                                f"master's host only ({len(local)} of {cfg.n_workers} workers on it)"))
     return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
 
 

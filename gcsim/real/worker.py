@@ -26,6 +26,18 @@ previous call (its send) to this call's send – loading the weights, encoding, 
 between calls (result serialisation of the previous call, argument deserialisation of this one, task
 bookkeeping), which no wall-clock window of the trace covers.
 
+Several logical workers per process (``gcsim real --workers-per-process K``, K > 1; issue 10): one
+Ray actor process, a :class:`WorkerHost`, holds K :class:`GradientWorker` objects (each with its own
+model copy, its partitions' data and its own straggler delay) and imports torch once. Every logical
+worker has its own Ray concurrency group of one thread (:func:`group_name`), so its calls run in
+submission order in that thread, concurrently with the other logical workers' (torch releases the
+GIL in its kernels; one intra-op thread per process), a carried-over call holds back only its own
+worker's next call, and ``ray.cancel`` flags only the call it names (``is_canceled()`` is per call).
+CPU is then that thread's clock (``time.thread_time()``): ``compute_cpu_s`` as above; ``cpu_s`` adds
+the thread's CPU between calls (Ray deserialises a call's arguments and serialises its results in the
+executing thread), but leaves out what K = 1 charged to the worker besides: Ray's own threads (core
+worker I/O, gRPC, object-store client) and other process-wide work, shared by the K workers.
+
 The call returns two objects (``num_returns=2``): a small metadata dict (timestamps, per-partition
 losses) and the list of payloads, so the master can read the timing of late replies without fetching
 their payloads. A cancelled call returns early; Ray then reports ``TaskCancelledError`` to the master
@@ -34,7 +46,8 @@ such calls started and how long they computed, every reply repeats the ``history
 last :data:`HISTORY_LENGTH` calls.
 
 The class is plain Python; :func:`remote_worker_class` wraps it with ``ray.remote`` (no restarts: a
-dead worker stays dead – a permanent straggler).
+dead worker stays dead – a permanent straggler); :func:`remote_host_class` wraps :class:`WorkerHost`
+(K logical workers; when its process dies, all K are dead).
 """
 
 from __future__ import annotations
@@ -42,12 +55,17 @@ from __future__ import annotations
 import collections
 import os
 import socket
+import threading
 import time
 
 import numpy as np
 
 #: How many past calls (iteration, start, compute seconds) every reply repeats.
 HISTORY_LENGTH = 16
+
+#: A worker's CPU clock by name (:class:`GradientWorker` ``cpu_clock``): the whole process, or the
+#: calling thread (a logical worker of a :class:`WorkerHost`).
+CPU_CLOCKS = {"process": time.process_time, "thread": time.thread_time}
 
 
 class GradientWorker:
@@ -56,15 +74,39 @@ class GradientWorker:
     Args:
         worker: worker index ``0 <= worker < n``.
         torch_threads: torch intra-op threads for this process.
+        cpu_clock: ``"process"`` (``time.process_time``: the process is this worker alone) or
+            ``"thread"`` (``time.thread_time``: the worker is one of several in a :class:`WorkerHost`
+            and runs in its own thread; module docstring).
+    Raises:
+        ValueError: another ``cpu_clock``.
     """
 
-    def __init__(self, worker: int, torch_threads: int = 1):
+    def __init__(self, worker: int, torch_threads: int = 1, cpu_clock: str = "process"):
         import torch
 
+        if cpu_clock not in CPU_CLOCKS:
+            raise ValueError(f"cpu_clock: expected one of {', '.join(CPU_CLOCKS)}, got {cpu_clock!r}")
         torch.set_num_threads(int(torch_threads))
         self.worker = int(worker)
         self.scheme = None
+        self.cpu_clock = cpu_clock
+        self._clock = CPU_CLOCKS[cpu_clock]
         self._history: collections.deque = collections.deque(maxlen=HISTORY_LENGTH)
+        self._cpu_mark: float | None = None  # CPU clock at the end of the previous call (None: no call yet)
+        self._mark_thread: int | None = None
+
+    def _mark_cpu(self) -> None:
+        """Remember the CPU clock (and the thread) at the end of a call."""
+        self._cpu_mark = self._clock()
+        self._mark_thread = threading.get_ident()
+
+    def _cpu_since_mark(self, now: float) -> float:
+        """CPU-seconds since :meth:`_mark_cpu` (Ray's work between two calls); 0 before the first mark,
+        or when the thread clock was marked in another thread (it does not count there; a worker's
+        concurrency group has one thread, so in a run it does not happen)."""
+        if self._cpu_mark is None or (self.cpu_clock == "thread" and self._mark_thread != threading.get_ident()):
+            return 0.0
+        return now - self._cpu_mark
 
     # ------------------------------------------------------------------ setup
     def setup(self, shard_data: dict, *, scheme: str, n: int,
@@ -115,7 +157,7 @@ class GradientWorker:
         for _ in range(2):
             slice_gradient(self.model, self.shards[j0][0][:b0], self.shards[j0][1][:b0], self.batch_size)
         self.model.zero_grad(set_to_none=False)
-        self._cpu_mark = time.process_time()  # CPU clock at the end of the previous call (here: setup)
+        self._mark_cpu()  # CPU clock at the end of the previous call (here: setup)
         import ray
 
         return {"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(), "held": held,
@@ -130,7 +172,8 @@ class GradientWorker:
     def probe(self, reps: int) -> dict:
         """Measure this process's CPU speed on the run's own work: ``reps`` gradients of one
         partition-sized slice (the first ``B / k`` images of the first held shard, at the current
-        weights), each timed by the process's CPU clock (``time.process_time``) and by wall time.
+        weights), each timed by the worker's CPU clock (``time.process_time``, or ``time.thread_time``
+        for a worker of a :class:`WorkerHost`) and by wall time.
 
         The master runs it on every worker at once before the first iteration and after the last
         (:meth:`gcsim.real.master.WorkerPool.probe`), so a run records the machine's speed without
@@ -155,12 +198,12 @@ class GradientWorker:
         images, labels = self.shards[j0]
         cpu, wall = [], []
         for _ in range(int(reps)):
-            c0, w0 = time.process_time(), time.perf_counter()
+            c0, w0 = self._clock(), time.perf_counter()
             slice_gradient(self.model, images[:b0], labels[:b0], self.batch_size)
-            cpu.append(time.process_time() - c0)
+            cpu.append(self._clock() - c0)
             wall.append(time.perf_counter() - w0)
         self.model.zero_grad(set_to_none=False)
-        self._cpu_mark = time.process_time()  # the probe's CPU is not Ray's work before the next call
+        self._mark_cpu()  # the probe's CPU is not Ray's work before the next call
         return {"worker": self.worker, "cpu_s": cpu, "wall_s": wall}
 
     # ------------------------------------------------------------------ one iteration
@@ -196,10 +239,10 @@ class GradientWorker:
         from gcsim.real.model import set_flat_weights, slice_gradient
         from gcsim.real.sampling import slice_positions
 
-        cpu0 = time.process_time()
+        cpu0 = self._clock()
         compute_start = time.time()
         t0 = time.perf_counter()
-        cpu_before = cpu0 - getattr(self, "_cpu_mark", cpu0)  # Ray's work since the previous call's send
+        cpu_before = self._cpu_since_mark(cpu0)  # Ray's work since the previous call's send
         state = {"iteration": int(iteration), "compute_start": compute_start, "compute_s": 0.0, "delay_done_s": 0.0,
                  "cpu_s": float("nan"), "compute_cpu_s": 0.0}
         cancelled = self._sleep(delay_s)
@@ -208,7 +251,7 @@ class GradientWorker:
         if not cancelled:
             set_flat_weights(self.model, weights)
             factor = max(1.0, float(slowdown))
-            cpu_c0 = time.process_time()
+            cpu_c0 = self._clock()
             for j in self.scheme.assignment(iteration)[self.worker]:
                 c0 = time.perf_counter()
                 images, labels = self.shards[j]
@@ -228,10 +271,10 @@ class GradientWorker:
                 if self._sleep(0.0):  # a cancel is noticed between partitions
                     cancelled = True
                     break
-            state["compute_cpu_s"] = time.process_time() - cpu_c0
+            state["compute_cpu_s"] = self._clock() - cpu_c0
         self._history.append(state)
         if cancelled:
-            self._cpu_mark = time.process_time()
+            self._mark_cpu()
             state["cpu_s"] = cpu_before + (self._cpu_mark - cpu0)
             return None, None
         payloads = []
@@ -240,7 +283,7 @@ class GradientWorker:
                 pl = self.scheme.encode(msg.id, {j: self.latest[j].astype(np.float64) for j in msg.partitions},
                                         iteration)
                 payloads.append((msg.id, pl.astype(self.payload_dtype)))
-        self._cpu_mark = time.process_time()
+        self._mark_cpu()
         state["cpu_s"] = cpu_before + (self._cpu_mark - cpu0)
         meta = {"worker": self.worker, **state, "losses": losses, "history": list(self._history),
                 "computed_at": dict(self.computed_at), "send": time.time()}
@@ -261,3 +304,74 @@ def remote_worker_class():
     import ray
 
     return ray.remote(max_restarts=0, max_task_retries=0)(GradientWorker)
+
+
+def group_name(local: int) -> str:
+    """Name of the Ray concurrency group of a :class:`WorkerHost`'s ``local``-th logical worker."""
+    return f"worker{int(local)}"
+
+
+class WorkerHost:
+    """One actor process hosting several logical workers (``gcsim real --workers-per-process K``).
+
+    Holds one :class:`GradientWorker` per index in ``workers`` (own model copy, own partitions' data,
+    own straggler delay; CPU measured by its thread's clock, module docstring); torch is imported once
+    for all of them. Every method but :meth:`ping` names the logical worker it is for and must be
+    called in that worker's concurrency group (``.options(concurrency_group=group_name(local))``,
+    ``local`` = its position in ``workers``), which :class:`gcsim.real.master.WorkerPool` does.
+
+    Args:
+        workers: the global worker indices hosted here, ``1 <= len(workers)``.
+        torch_threads: torch intra-op threads for the whole process.
+    Raises:
+        ValueError: ``workers`` empty or repeated.
+    """
+
+    def __init__(self, workers: list[int], torch_threads: int = 1):
+        import torch
+
+        ws = [int(w) for w in workers]
+        if not ws or len(set(ws)) != len(ws):
+            raise ValueError(f"workers: expected distinct worker indices, at least one, got {workers!r}")
+        torch.set_num_threads(int(torch_threads))
+        # load what the workers' threads would otherwise load lazily, at once: the scheme registry's
+        # first lookup is not thread-safe (a concurrent one saw it empty: "expected one of , got 'gc-fr'")
+        import gcsim.real.model  # noqa: F401
+        from gcsim.schemes import scheme_names
+
+        scheme_names()
+        self.workers = {w: GradientWorker(w, torch_threads, cpu_clock="thread") for w in ws}
+
+    def setup(self, worker: int, shard_data: dict, **kwargs) -> dict:
+        """:meth:`GradientWorker.setup` of logical worker ``worker`` (same arguments and result)."""
+        return self.workers[int(worker)].setup(shard_data, **kwargs)
+
+    def probe(self, worker: int, reps: int) -> dict:
+        """:meth:`GradientWorker.probe` of logical worker ``worker``."""
+        return self.workers[int(worker)].probe(reps)
+
+    def run(self, worker: int, iteration: int, weights: np.ndarray, delay_s: float, slowdown: float):
+        """:meth:`GradientWorker.run` of logical worker ``worker`` (call with ``num_returns=2``)."""
+        return self.workers[int(worker)].run(iteration, weights, delay_s, slowdown)
+
+    def ping(self) -> int:
+        """The process id (liveness check)."""
+        return os.getpid()
+
+
+def remote_host_class(workers_per_process: int):
+    """``ray.remote(WorkerHost)`` with one concurrency group of one thread per logical worker
+    (:func:`group_name` of ``0 .. workers_per_process - 1``) and no restarts (a dead process stays
+    dead, with every logical worker it hosted). Create actors with
+    ``.options(allow_out_of_order_execution=False)`` so each worker's calls run in submission order.
+
+    Raises:
+        ValueError: ``workers_per_process < 1``.
+    """
+    import ray
+
+    k = int(workers_per_process)
+    if k < 1:
+        raise ValueError(f"workers_per_process: expected >= 1, got {workers_per_process}")
+    return ray.remote(max_restarts=0, max_task_retries=0,
+                      concurrency_groups={group_name(i): 1 for i in range(k)})(WorkerHost)
