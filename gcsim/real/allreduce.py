@@ -35,7 +35,9 @@ iterations.csv row: ``start_s`` = the earliest rank's start, ``decodable_s`` = t
 step, ``n_arrived = n_used = n``; ``other_cpu_wait_s`` / ``other_cpu_finish_s`` the CPU every process
 but the ranks took on the host over rank 0's ``[start, all-reduce return]`` and ``[return, end]``
 (:class:`gcsim.real.hostcpu.HostCpuMeter`). ``rank_steps.csv`` (:data:`RANK_STEP_COLUMNS`) keeps the
-iteration as every rank saw it. Evaluation (rank 0, every ``eval_every`` iterations, metrics.csv
+iteration as every rank saw it; ``ranks.json`` what rank 0 hands the driver for meta.json (ranks'
+pids and hosts, the largest weight difference between replicas after the last step, the host CPU
+load while iterating); ``checkpoint.pt`` the final model and optimizer (written once, at the end). Evaluation (rank 0, every ``eval_every`` iterations, metrics.csv
 with :data:`gcsim.real.rundir.METRICS_COLUMNS`) happens between iterations behind a barrier, so it
 is in no iteration's duration, as in the PS run.
 
