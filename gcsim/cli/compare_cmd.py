@@ -15,6 +15,17 @@ def _command_line(ctx: click.Context) -> str:
     return command_line(ctx, "compare", [str(p) for p in ctx.params.get("run_dirs", ())])
 
 
+def _speed_drift(text: str) -> float | str:
+    """``--speed-drift``: ``auto``, ``none`` or a number (range checked by CompareOptions)."""
+    if text in ("auto", "none"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        from gcsim.errors import ConfigError
+        raise ConfigError("--speed-drift", "auto, none or a fraction in [0, 1)", text) from None
+
+
 @click.command("compare")
 @click.argument("run_dirs", nargs=-1, metavar="[RUN_DIR ...]")
 @click.option("--runs-root", default="runs/real", show_default=True, metavar="DIR",
@@ -58,6 +69,11 @@ def _command_line(ctx: click.Context) -> str:
               help="With --cpu-source measured: the steady CPU other processes take from the workers, fitted so the "
                    "simulated calibration run's workers get the cores their CPU clocks say they got, or as measured "
                    "(all the other-process CPU while the master waited, including what ran only on idle cycles).")
+@click.option("--speed-drift", "speed_drift", default="auto", show_default=True, metavar="auto|none|F",
+              help="Predictions (--calibrate-from, --cpu-source measured): the CPU-speed drift (a fraction, one "
+                   "standard deviation) added to the mean error's sampling CI as a prediction interval "
+                   "(validation.csv err_mean_pi_lo/hi, pi_covers); auto = measured on the calibration run(s): "
+                   "within each run, and between them when several are given.")
 @click.option("--bootstrap", "n_resamples", type=int, default=2000, show_default=True,
               help="Bootstrap resamples per confidence interval.")
 @click.option("--seed", type=IntOption(0, 2**32 - 1), default=0, show_default=True,
@@ -66,7 +82,7 @@ def _command_line(ctx: click.Context) -> str:
               help="Output directory (default runs/compare/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
-            load_from, speed_from, background, n_resamples, seed, out_dir, progress):
+            load_from, speed_from, background, speed_drift, n_resamples, seed, out_dir, progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -97,7 +113,8 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
                           "measured background to fit)", f"--background {background} with --cpu-source {cpu_source}")
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
-                             load_from=load_from, speed_from=speed_from, background=background)
+                             load_from=load_from, speed_from=speed_from, background=background,
+                             speed_drift=_speed_drift(speed_drift))
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:

@@ -348,3 +348,46 @@ def background_cores(iterations: pd.DataFrame) -> tuple[float | None, float | No
 __all__ = ["BANDWIDTH_THRESHOLD_BYTES", "KM_POINTS", "TransferFit", "background_cores", "compute_distribution",
            "dispatch_lags", "fit_transfer", "match_partition_spread", "measured_cpu", "per_partition_compute",
            "split_idle_cpu", "worker_idle_s"]
+
+
+#: iterations per block of :func:`speed_drift_cv` (about 8-20 s of a real run at 0.4-1 s per iteration)
+DRIFT_BLOCK_ITERATIONS = 20
+#: fewest blocks :func:`speed_drift_cv` estimates a spread from
+DRIFT_MIN_BLOCKS = 3
+
+
+def speed_drift_cv(workers: pd.DataFrame, warmup: int = 0, block: int = DRIFT_BLOCK_ITERATIONS) -> float:
+    """How much the machine's CPU speed wandered during one run, as a fraction: the coefficient of
+    variation (sample standard deviation / mean) of the median CPU-seconds per partition that the
+    workers' own clocks measured (``compute_cpu_s / n_partitions`` of the rows that sent, status
+    ``arrived``/``late``), taken over consecutive blocks of ``block`` iterations after ``warmup``.
+
+    Why: on a shared machine the work per partition is not a constant of the model but an input that
+    drifts (docs/validation/README.md, findings 13 and 14: 5-8 % between runs minutes apart, the same
+    order within one run, and no scheme effect beyond it); a prediction calibrated on one run carries
+    that uncertainty to every other run. The within-run spread at a ~10 s scale is the part of it one
+    run can measure.
+
+    Args:
+        workers: workers.csv rows of one run (seconds; columns ``iteration``, ``status``,
+            ``n_partitions``, ``compute_cpu_s``).
+        warmup: iterations dropped at the start.
+        block: iterations per block, ``>= 1``.
+    Returns:
+        the CV (e.g. 0.05 for 5 %); NaN when the trace has no CPU clocks or fewer than
+        :data:`DRIFT_MIN_BLOCKS` blocks hold a finished row.
+    """
+    if "compute_cpu_s" not in workers or len(workers) == 0:
+        return float("nan")
+    it = pd.to_numeric(workers["iteration"], errors="coerce").to_numpy(float)
+    cpu = pd.to_numeric(workers["compute_cpu_s"], errors="coerce").to_numpy(float)
+    parts = pd.to_numeric(workers["n_partitions"], errors="coerce").to_numpy(float)
+    done = workers["status"].astype(str).isin(_COMPLETED).to_numpy()
+    ok = done & (it >= warmup) & np.isfinite(cpu) & (cpu > 0) & np.isfinite(parts) & (parts > 0)
+    if not ok.any():
+        return float("nan")
+    per = pd.Series(cpu[ok] / parts[ok])
+    medians = per.groupby(((it[ok] - warmup) // max(int(block), 1)).astype(int)).median().to_numpy(float)
+    if medians.size < DRIFT_MIN_BLOCKS or not np.mean(medians) > 0:
+        return float("nan")
+    return float(np.std(medians, ddof=1) / np.mean(medians))

@@ -20,10 +20,11 @@ from typing import Callable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from tqdm import tqdm
 
 from gcsim.compare.calibrate import Calibration, calibrate
-from gcsim.compare.estimators import background_cores
+from gcsim.compare.estimators import background_cores, speed_drift_cv
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import build_scenario
@@ -101,6 +102,12 @@ class CompareOptions:
             they got (:func:`gcsim.compare.worker_share.fit_steady_background`); ``"measured"`` – the
             other-process CPU measured while waiting, all of it charged as a priority load (it
             includes CPU that ran only on cycles the workers left idle).
+        speed_drift: for predictions (``--calibrate-from`` with ``cpu_source="measured"``, scenario mode,
+            ``speed_from`` not ``"target"``): the CPU-speed drift (one standard deviation, a fraction)
+            added to the sampling CI as a *prediction interval* of the mean error
+            (:func:`drift_half_width`; two more simulations per target): ``"auto"`` (default) – measured
+            on the calibration run(s) (:func:`calibration_speed_cv`), a number – as given (e.g. a
+            machine's known run-to-run spread), ``"none"`` – no prediction interval.
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -116,6 +123,7 @@ class CompareOptions:
     load_from: Literal["calibration", "target"] = "calibration"
     speed_from: Literal["calibration", "probe", "target"] = "calibration"
     background: Literal["fitted", "measured"] = "fitted"
+    speed_drift: float | str = "auto"
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -136,6 +144,10 @@ class CompareOptions:
             raise ConfigError("--speed-from", f"one of {', '.join(SPEED_SOURCES)}", self.speed_from)
         if self.background not in BACKGROUND_SOURCES:
             raise ConfigError("--background", f"one of {', '.join(BACKGROUND_SOURCES)}", self.background)
+        sd = self.speed_drift
+        if not (sd in ("auto", "none") or (isinstance(sd, (int, float)) and not isinstance(sd, bool)
+                                           and 0 <= sd < 1)):
+            raise ConfigError("--speed-drift", "auto, none or a fraction in [0, 1)", sd)
 
 
 @dataclass
@@ -149,6 +161,9 @@ class SchemeComparison:
         simulated_iterations: every replication's iterations.csv rows plus a ``replication`` column.
         simulated_workers: replication 0's workers.csv rows (for the timeline).
         comparison: statistics after warm-up; verdict: pass / warn / fail.
+        speed_cv: the calibration runs' CPU-speed drift (:func:`calibration_speed_cv`), NaN when no
+            prediction interval was made; drift_half_width: its share of the mean error's
+            prediction interval (:func:`drift_half_width`), NaN likewise.
     """
 
     run: RunDir
@@ -165,6 +180,8 @@ class SchemeComparison:
     mode: str
     load_from: str = "calibration"
     speed_from: str = "calibration"
+    speed_cv: float = float("nan")
+    drift_half_width: float = float("nan")
 
     def observed_sample(self) -> np.ndarray:
         """Observed iteration times after warm-up, seconds ``(N,)``."""
@@ -185,6 +202,8 @@ class SchemeComparison:
                "load_from": self.load_from if self.calibration.background_wait_cores is not None else "none",
                "replications": int(self.simulated_iterations["replication"].nunique()), "warmup": self.warmup}
         out.update(self.comparison.as_row())
+        out.update(prediction_interval(out["err_mean"], out["err_mean_lo"], out["err_mean_hi"], self.drift_half_width))
+        out["speed_cv"] = self.speed_cv
         out.update(verdict=self.verdict.verdict, reason=self.verdict.reason)
         return out
 
@@ -343,6 +362,67 @@ def _fit_background(runs: RunDir | Sequence[RunDir], cal: Calibration, options: 
     return fit_pooled_background(as_runs(runs), cal, warmup=warmup, simulate=simulate, scheme=scheme)
 
 
+def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
+    """The CPU-speed drift measured on the calibration run(s), a fraction (one standard deviation):
+    within runs, the root mean square over the runs (and their schemes) of
+    :func:`gcsim.compare.estimators.speed_drift_cv` (~10 s blocks); with two or more runs, combined in
+    quadrature with the spread between them (the coefficient of variation of their median CPU per
+    partition, :func:`partition_cpu_s`) – the part one run cannot see. NaN when no run has CPU clocks."""
+    cvs = [speed_drift_cv(src.workers_of(sch), warmup) for src in sources for sch in src.schemes]
+    cvs = [c for c in cvs if np.isfinite(c)]
+    if not cvs:
+        return float("nan")
+    within = float(np.sqrt(np.mean(np.square(cvs))))
+    meds = np.array([partition_cpu_s(src.workers_of(sch), src, warmup, sch) for src in sources for sch in src.schemes])
+    meds = meds[np.isfinite(meds)]
+    between = float(np.std(meds, ddof=1) / np.mean(meds)) if meds.size >= 2 else 0.0
+    return float(np.hypot(within, between))
+
+
+def drift_half_width(run: RunDir, scheme: str, calibration: Calibration, options: CompareOptions, sigma: float,
+                     warmup: int, simulate: Callable | None = None) -> float:
+    """Half-width, in units of the relative mean error, that a CPU-speed drift of ``sigma`` (a
+    fraction, one standard deviation) adds to a prediction of ``(run, scheme)``.
+
+    The scenario is simulated with the calibrated CPU work per partition scaled by ``1 - sigma`` and
+    ``1 + sigma`` (replication 0's seed: common random numbers, so only the speed differs), and the
+    half-width is ``z × (mean(1+σ) − mean(1−σ)) / 2 / observed mean``, ``z`` the normal quantile of
+    ``options.confidence`` (a first-order propagation of the speed's uncertainty through the model:
+    the delta method, e.g. Law & Kelton, *Simulation Modeling and Analysis*, input-uncertainty).
+
+    Returns:
+        the half-width (>= 0); 0.0 when ``sigma`` is 0 (nothing drifted); NaN when ``sigma`` is not a
+        finite number >= 0 (no CPU clocks to measure it).
+    """
+    if not (np.isfinite(sigma) and sigma >= 0):
+        return float("nan")
+    if sigma == 0:
+        return 0.0
+    one = dataclasses.replace(options, replications=1)
+    means = []
+    for f in (1.0 - sigma, 1.0 + sigma):
+        cal = dataclasses.replace(calibration, compute_values_s=calibration.compute_values_s * f)
+        its, _ = simulate_like(run, scheme, cal, one, simulate)
+        means.append(float(drop_warmup(its, warmup)["duration_s"].mean()))
+    obs_mean = float(drop_warmup(run.iterations_of(scheme), warmup)["duration_s"].mean())
+    z = float(stats.norm.ppf(0.5 + options.confidence / 2.0))
+    return abs(z * (means[1] - means[0]) / 2.0 / obs_mean)
+
+
+def prediction_interval(err: float, lo: float, hi: float, drift: float) -> dict:
+    """``validation.csv`` columns of the mean error's prediction interval: the sampling CI
+    ``[lo, hi]`` around ``err`` widened by the drift half-width ``drift`` in quadrature on each side
+    (independent sources of error): ``err_mean_drift``, ``err_mean_pi_lo``, ``err_mean_pi_hi`` and
+    ``pi_covers`` (whether the interval holds 0, i.e. the measured mean); NaN / None without a drift."""
+    if not np.isfinite(drift):
+        return {"err_mean_drift": float("nan"), "err_mean_pi_lo": float("nan"), "err_mean_pi_hi": float("nan"),
+                "pi_covers": None}
+    p_lo = err - float(np.hypot(err - lo, drift))
+    p_hi = err + float(np.hypot(hi - err, drift))
+    return {"err_mean_drift": drift, "err_mean_pi_lo": p_lo, "err_mean_pi_hi": p_hi,
+            "pi_covers": bool(p_lo <= 0.0 <= p_hi)}
+
+
 def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                  calibrate_from: RunDir | Sequence[RunDir] | None = None,
                  options: CompareOptions = CompareOptions(), simulate: Callable | None = None,
@@ -375,6 +455,12 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         shared = calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
         shared = _fit_background(sources, shared, options, w_src, simulate)
         calibrations["+".join(shared.source)] = shared
+    predicting = (sources is not None and options.speed_drift != "none" and options.cpu_source == "measured"
+                  and options.mode == "scenario" and options.speed_from != "target")
+    sigma = float("nan")
+    if predicting:
+        sigma = (calibration_speed_cv(sources, w_src) if options.speed_drift == "auto"
+                 else float(options.speed_drift))
     work = [(run, sch) for run, schemes in targets for sch in schemes]
     counts = pd.Series([sch for _, sch in work]).value_counts()
     items: list[SchemeComparison] = []
@@ -415,12 +501,14 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             cmp = compare_samples(obs["duration_s"].to_numpy(float), sim_sample, paired=options.mode == "paired",
                                   confidence=options.confidence, n_resamples=options.n_resamples,
                                   seed=options.seed + k)
+            drift = drift_half_width(run, sch, cal, options, sigma, w, simulate) if predicting else float("nan")
             label = sch if counts[sch] == 1 else f"{sch} ({run.label})"
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
                                           verdict=judge(cmp, options.bands), mode=options.mode,
-                                          load_from=options.load_from, speed_from=options.speed_from))
+                                          load_from=options.load_from, speed_from=options.speed_from,
+                                          speed_cv=sigma if predicting else float("nan"), drift_half_width=drift))
             bar.update(1)
     finally:
         bar.close()
@@ -431,5 +519,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
 
 
-__all__ = ["BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["calibration_speed_cv", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

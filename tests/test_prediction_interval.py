@@ -1,0 +1,108 @@
+"""Prediction intervals that carry the machine's CPU-speed drift (issue 9, docs/validation/README.md
+findings 13-14): the drift a run measures on itself (:func:`speed_drift_cv`), its propagation through
+the simulator (:func:`drift_half_width`) and the interval it widens (:func:`prediction_interval`)."""
+
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gcsim.cli import main
+from gcsim.compare.estimators import speed_drift_cv
+from gcsim.compare.pipeline import CompareOptions, calibration_speed_cv, compare_runs, prediction_interval
+from gcsim.compare.rundir import read_run_dir
+from gcsim.errors import ConfigError
+from gcsim.scenario import validate_scenario
+from gcsim.sim.engine import simulate
+
+C = 0.03  # CPU-seconds per partition
+
+
+def _workers(block_cpu_s, block=20, warmup_rows=True):
+    """workers.csv rows: 3 workers x 20 iterations per block, each row 2 partitions at the block's CPU
+    per partition; a cancelled row and a warm-up iteration with absurd CPU that must not count."""
+    rows = []
+    for b, c in enumerate(block_cpu_s):
+        for it in range(b * block, (b + 1) * block):
+            for w in range(3):
+                rows.append({"iteration": it + 2, "worker": w, "status": "arrived", "n_partitions": 2,
+                             "compute_cpu_s": 2 * c * (1 + 0.01 * (w - 1))})
+    rows.append({"iteration": 5, "worker": 3, "status": "cancelled", "n_partitions": 2, "compute_cpu_s": 9.0})
+    if warmup_rows:
+        rows += [{"iteration": i, "worker": 0, "status": "arrived", "n_partitions": 2, "compute_cpu_s": 5.0}
+                 for i in range(2)]
+    return pd.DataFrame(rows)
+
+
+def test_speed_drift_cv_is_the_spread_of_block_medians():
+    w = _workers([0.030, 0.033, 0.036])
+    expected = np.std([0.030, 0.033, 0.036], ddof=1) / 0.033
+    assert speed_drift_cv(w, warmup=2) == pytest.approx(expected, rel=1e-12)
+    assert speed_drift_cv(_workers([0.03, 0.03, 0.03]), warmup=2) == pytest.approx(0.0, abs=1e-15)
+    assert np.isnan(speed_drift_cv(_workers([0.03, 0.033]), warmup=2))  # two blocks: too few
+    assert np.isnan(speed_drift_cv(w.drop(columns="compute_cpu_s")))  # no CPU clocks
+
+
+def test_prediction_interval_widens_the_ci_in_quadrature():
+    out = prediction_interval(0.10, 0.07, 0.12, 0.04)
+    assert out["err_mean_pi_lo"] == pytest.approx(0.10 - 0.05) and out["err_mean_pi_hi"] == pytest.approx(0.10 + np.hypot(0.02, 0.04))
+    assert out["pi_covers"] is False and out["err_mean_drift"] == 0.04
+    assert prediction_interval(0.03, -0.01, 0.06, 0.0)["pi_covers"] is True
+    none = prediction_interval(0.1, 0.0, 0.2, float("nan"))
+    assert none["pi_covers"] is None and np.isnan(none["err_mean_pi_lo"])
+
+
+def _run(tmp_path, name, compute_s, schemes):
+    from gcsim.sim.output import write_sim_run
+
+    sc = validate_scenario({
+        "name": name, "n_workers": 6, "iterations": 60, "seed": 3, "schemes": schemes,
+        "workload": {"gradient_bytes": 0, "cores": 2.0, "compute": {"dist": "constant", "value": compute_s}},
+        "master": {"decode_s": {"dist": "constant", "value": 0.002}},
+        "stragglers": {"delay": {"dist": "constant", "value": 0.0}}})
+    return read_run_dir(write_sim_run(simulate(sc), sc, tmp_path / name))
+
+
+def test_drift_propagates_linearly_through_a_deterministic_run(tmp_path):
+    # constant compute, no stragglers: the iteration time is affine in the CPU work, so the drift's
+    # half-width is proportional to sigma, and a target at the calibration's speed is predicted exactly
+    src = _run(tmp_path, "src", C, [{"name": "uncoded"}])
+    tgt = _run(tmp_path, "tgt", C, [{"name": "gc-fr", "s": 1}])
+    opts = dict(replications=1, warmup=2, cpu_source="measured", n_resamples=200)
+    half = {}
+    for sigma in (0.05, 0.10):
+        res = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=CompareOptions(speed_drift=sigma, **opts))
+        row = res.table().iloc[0]
+        half[sigma] = row["err_mean_drift"]
+        assert row["speed_cv"] == sigma and abs(row["err_mean"]) < 1e-9
+        assert row["err_mean_pi_lo"] <= row["err_mean_lo"] and row["err_mean_pi_hi"] >= row["err_mean_hi"]
+        assert row["pi_covers"]
+    assert half[0.05] > 0.01  # a compute-bound run: a 5 % slower CPU is several % of the iteration
+    assert half[0.10] == pytest.approx(2 * half[0.05], rel=1e-9)
+    # the drift of this run, measured on itself, is 0 (constant compute): the interval is the CI
+    auto = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=CompareOptions(**opts)).table().iloc[0]
+    assert auto["speed_cv"] == pytest.approx(0.0, abs=1e-12) and auto["err_mean_drift"] == 0.0
+    assert auto["err_mean_pi_lo"] == pytest.approx(auto["err_mean_lo"])
+    off = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=CompareOptions(speed_drift="none", **opts))
+    assert off.table().iloc[0]["pi_covers"] is None
+    # in sample (no --calibrate-from) there is no prediction, hence no prediction interval
+    own = compare_runs([(tgt, ["gc-fr"])], options=CompareOptions(**opts)).table().iloc[0]
+    assert np.isnan(own["err_mean_drift"])
+
+
+def test_pooled_calibration_adds_the_spread_between_runs(tmp_path):
+    a = _run(tmp_path, "a", C, [{"name": "uncoded"}])
+    b = _run(tmp_path, "b", 1.1 * C, [{"name": "uncoded"}])
+    between = np.std([C, 1.1 * C], ddof=1) / np.mean([C, 1.1 * C])
+    assert calibration_speed_cv([a, b], 2) == pytest.approx(between, rel=1e-6)
+    assert calibration_speed_cv([a], 2) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_speed_drift_option_is_checked(tmp_path, capsys):
+    with pytest.raises(ConfigError, match="--speed-drift"):
+        CompareOptions(speed_drift=1.5)
+    src = _run(tmp_path, "src", C, [{"name": "uncoded"}])
+    assert main(["compare", str(src.path), "--speed-drift", "lots", "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "gcsim: error: --speed-drift: expected auto, none or a fraction in [0, 1), got 'lots'"
+    assert not (tmp_path / "cmp").exists()
