@@ -6,6 +6,7 @@ import math
 from datetime import datetime, timezone
 from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
 from gcsim.compare.pipeline import CompareResult
@@ -30,18 +31,27 @@ def verdict_table(table: pd.DataFrame) -> str:
         table: :meth:`CompareResult.table` (``validation.csv`` rows).
     """
     cols = [("scheme", "label"), ("verdict", "verdict"), ("basis", None), ("obs mean ms", None), ("sim mean ms", None),
-            ("mean err [95% CI]", None), ("obs p95 ms", None), ("sim p95 ms", None), ("p95 err [95% CI]", None),
+            ("mean err [95% CI]", None), ("prediction interval (drift)", None), ("obs p95 ms", None), ("sim p95 ms", None), ("p95 err [95% CI]", None),
             ("W1/mean", None), ("KS", None)]
     rows = []
     for _, r in table.iterrows():
         rows.append([str(r["label"]), str(r["verdict"]).upper(), str(r.get("basis", "")), _ms(r["obs_mean_s"]),
                      _ms(r["sim_mean_s"]),
-                     _ci(r, "mean"), _ms(r["obs_p95_s"]), _ms(r["sim_p95_s"]), _ci(r, "p95"),
+                     _ci(r, "mean"), _pi(r), _ms(r["obs_p95_s"]), _ms(r["sim_p95_s"]), _ci(r, "p95"),
                      f"{r['w1_rel']:.3f}", f"{r['ks']:.3f}"])
     heads = [c[0] for c in cols]
     widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(heads)]
     line = lambda vals: "  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(vals, widths)))
     return "\n".join([line(heads), line(["-" * w for w in widths])] + [line(x) for x in rows])
+
+
+def _pi(r) -> str:
+    """``[lo, hi] (σ x %) covers|misses`` of a row's prediction interval, ``-`` without one."""
+    lo, hi = r.get("err_mean_pi_lo"), r.get("err_mean_pi_hi")
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return "-"
+    return (f"[{_pct(lo)}, {_pct(hi)}] (σ {float(r['speed_cv']):.1%}) "
+            f"{'covers' if r.get('pi_covers') else 'misses'}")
 
 
 def _md_table(df: pd.DataFrame) -> str:
@@ -89,6 +99,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         f"- Bands: {bands}. **pass**: the {opt.confidence:.0%} bootstrap CI of every banded relative error "
         "(sim − obs)/obs lies inside its band; **warn**: the point estimates do but a CI does not; **fail**: otherwise.",
         f"- Bootstrap: percentile, {opt.n_resamples} resamples, seeded (iterations treated as independent).",
+        "- Prediction interval (predictions only): the mean error's CI widened by the machine's CPU-speed drift "
+        "measured on the calibration run(s) (`--speed-drift`, the drift in brackets: one standard deviation of "
+        "the CPU per partition) carried through the simulator; *covers* when the measured mean lies inside.",
         "",
         "## Verdict",
         "",
@@ -99,6 +112,7 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
             "verdict": table["verdict"].str.upper(),
             "obs mean ms": table["obs_mean_s"].map(_ms), "sim mean ms": table["sim_mean_s"].map(_ms),
             "mean err [CI]": [_ci(r, "mean") for _, r in table.iterrows()],
+            "mean err prediction interval (drift)": [_pi(r) for _, r in table.iterrows()],
             "obs p95 ms": table["obs_p95_s"].map(_ms), "sim p95 ms": table["sim_p95_s"].map(_ms),
             "p95 err [CI]": [_ci(r, "p95") for _, r in table.iterrows()],
             "p50 err": table["err_p50"].map(_pct), "p99 err": table["err_p99"].map(_pct),
