@@ -17,20 +17,26 @@ run directory with ``--run-dir``) is measured from its trace. Then, in the same 
 Ray loop with the same n, the same weights size and the same reply size: per iteration ``ray.put``
 the weights, n actor calls that each sleep ``--sleep-s`` and return ``(send timestamp, payload)``,
 ``ray.wait`` for n−s, ``ray.get`` and sum the n−s payloads (float64), and the same quantities are
-taken from its own timestamps. The ratio gcsim / bare is the executor's cost over raw Ray.
+taken from its own timestamps. The ratio gcsim / bare is the executor's cost over raw Ray. With
+``--workers-per-process K`` both loops put K workers in one actor process (gcsim: its
+:class:`gcsim.real.worker.WorkerHost`; bare: a threaded actor with one single-thread concurrency group
+per worker), so the ratio compares the masters over the same process layout.
 
     .venv/bin/python benchmarks/real_overhead.py                 # real CIFAR-10 (data/cifar10), gc-fr, 40 iterations
     .venv/bin/python benchmarks/real_overhead.py --tiny          # synthetic CIFAR-layout data, no data set needed
     .venv/bin/python benchmarks/real_overhead.py --scheme cce-fr --iterations 60 --sleep-s 0.1
     .venv/bin/python benchmarks/real_overhead.py --tiny --n 32 --s 1 --batch-size 64   # master cost at larger n
+    .venv/bin/python benchmarks/real_overhead.py --tiny --n 64 --s 1 --batch-size 64 --workers-per-process 8
     .venv/bin/python benchmarks/real_overhead.py --run-dir runs/study/gc-fr   # analyse an existing run
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -93,17 +99,17 @@ def trace_overheads(run_dir: Path, warmup: int) -> tuple[pd.DataFrame, dict]:
 
 
 def bare_ray_loop(n: int, wait_for: int, weights_len: int, payload_len: int, sleep_s: float, iterations: int,
-                  warmup: int, num_cpus: float) -> pd.DataFrame:
+                  warmup: int, num_cpus: float, workers_per_process: int = 1) -> pd.DataFrame:
     """The bare loop (module docstring): per-iteration QUANTITIES in seconds after ``warmup`` iterations.
 
     Args:
-        n: actors; wait_for: replies waited for (n − s); weights_len / payload_len: float32 lengths of
+        n: workers; wait_for: replies waited for (n − s); weights_len / payload_len: float32 lengths of
         the weights put per iteration and of each reply; sleep_s: each call's fixed sleep; num_cpus:
-        logical CPUs per actor.
+        logical CPUs per worker; workers_per_process: K workers per actor process (K > 1: one
+        threaded actor per process, a one-thread concurrency group per worker, as gcsim's).
     """
     import ray
 
-    @ray.remote
     class Bare:
         def __init__(self, payload_len: int):
             self.payload = np.ones(payload_len, dtype=np.float32)
@@ -115,7 +121,17 @@ def bare_ray_loop(n: int, wait_for: int, weights_len: int, payload_len: int, sle
             time.sleep(sleep_s)
             return time.time(), self.payload
 
-    actors = [Bare.options(num_cpus=num_cpus).remote(payload_len) for _ in range(n)]
+    k = max(1, min(int(workers_per_process), n))
+    procs = [list(range(p, min(n, p + k))) for p in range(0, n, k)]
+    if k == 1:
+        actors = [ray.remote(Bare).options(num_cpus=num_cpus).remote(payload_len) for _ in range(n)]
+        calls = [a.run.options(num_returns=2) for a in actors]
+    else:
+        cls = ray.remote(concurrency_groups={f"w{i}": 1 for i in range(k)})(Bare)
+        actors = [cls.options(num_cpus=round(len(ws) * num_cpus, 4), allow_out_of_order_execution=False)
+                  .remote(payload_len) for ws in procs]
+        calls = [actors[p].run.options(num_returns=2, concurrency_group=f"w{i}")
+                 for p, ws in enumerate(procs) for i in range(len(ws))]
     ray.get([a.ready.remote() for a in actors])
     weights = np.zeros(weights_len, dtype=np.float32)
     rows = []
@@ -124,8 +140,8 @@ def bare_ray_loop(n: int, wait_for: int, weights_len: int, payload_len: int, sle
             start = time.time()
             wref = ray.put(weights)
             refs = []
-            for a in actors:
-                refs.append(a.run.options(num_returns=2).remote(wref, sleep_s))
+            for c in calls:
+                refs.append(c.remote(wref, sleep_s))
             last_dispatch = time.time()
             metas = [r[0] for r in refs]
             ready, _ = ray.wait(metas, num_returns=wait_for)
@@ -180,10 +196,13 @@ def main() -> None:
     ap.add_argument("--run-dir", default=None, help="analyse this finished real run instead of running one")
     ap.add_argument("--sleep-s", type=float, default=0.05, help="fixed sleep of each bare call, seconds [0.05]")
     ap.add_argument("--keep", default=None, help="keep the real run directory here (default: a temp dir, removed)")
+    ap.add_argument("--workers-per-process", default="1",
+                    help="logical workers per actor process K, in both loops, or auto (gcsim's rule) [1]")
     args = ap.parse_args()
 
     import ray
 
+    load0 = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="gcsim-overhead-"))
     try:
         if args.run_dir is None:
@@ -193,9 +212,10 @@ def main() -> None:
             data_dir = str(_tiny_data(tmp)) if args.tiny else args.data_dir
             batch = args.batch_size or (48 if args.tiny else None)
             total = args.warmup + args.iterations
+            wpp = int(args.workers_per_process) if args.workers_per_process.isdigit() else args.workers_per_process
             cfg, sc = resolve_config(args.scheme, args.scenario, iterations=total, data_dir=data_dir,
                                      batch_size=batch, eval_every=total, checkpoint_every=total,
-                                     n_workers=args.n, s=args.s)
+                                     n_workers=args.n, s=args.s, workers_per_process=wpp)
             run_dir = Path(args.keep) if args.keep else tmp / "run"
             ray.init(num_cpus=cfg.n_workers, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.ERROR)
@@ -210,8 +230,12 @@ def main() -> None:
         n, s = info["n"], info["s"]
         payload_len = math.ceil(info["n_params"] / info["m"])
         cpus = float(ray.cluster_resources().get("CPU", n))
-        bare = bare_ray_loop(n, n - s, info["n_params"],
-                             payload_len, args.sleep_s, args.iterations, args.warmup, min(1.0, cpus / n))
+        meta_path = run_dir / "meta.json"
+        k = (json.loads(meta_path.read_text()).get("ray", {}).get("workers_per_process", 1)
+             if meta_path.is_file() else 1)
+        load_before_bare = os.getloadavg()[0]
+        bare = bare_ray_loop(n, n - s, info["n_params"], payload_len, args.sleep_s, args.iterations, args.warmup,
+                             min(1.0, cpus / n), workers_per_process=k)
     finally:
         if ray.is_initialized():
             ray.shutdown()
@@ -231,6 +255,8 @@ def main() -> None:
     print(f"\noverhead ratio gcsim / bare: median {rs['overhead'][0] / bs['overhead'][0]:.2f}x, "
           f"mean {mean_ratio:.2f}x ({len(real)} and {len(bare)} iterations); mean iteration "
           f"{real['duration'].mean() * 1e3:.0f} ms (gcsim) vs {bare['duration'].mean() * 1e3:.0f} ms (bare)")
+    print(f"workers per process K = {k} in both loops; load average (1 min) {load0:.2f} at the start, "
+          f"{load_before_bare:.2f} before the bare loop, {os.getloadavg()[0]:.2f} at the end")
     print("dispatch: start -> last dispatch; notify: workers' decodable instant -> master's; "
           "finish: master's decodable -> end (gcsim: fetch, combine, SGD step; bare: fetch, sum); "
           "overhead = notify + finish")

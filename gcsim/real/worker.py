@@ -334,6 +334,11 @@ class WorkerHost:
         if not ws or len(set(ws)) != len(ws):
             raise ValueError(f"workers: expected distinct worker indices, at least one, got {workers!r}")
         torch.set_num_threads(int(torch_threads))
+        # numpy's BLAS to one thread for good: Ray sets OMP_NUM_THREADS to the process's CPUs (K x the
+        # worker's), and K threads encoding at once must not each spawn that many BLAS threads
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
         # load what the workers' threads would otherwise load lazily, at once: the scheme registry's
         # first lookup is not thread-safe (a concurrent one saw it empty: "expected one of , got 'gc-fr'")
         import gcsim.real.model  # noqa: F401
