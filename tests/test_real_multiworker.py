@@ -4,12 +4,13 @@ One Ray start for the module (``module_ray``: 2 CPUs); tiny synthetic data. With
 (processes hosting workers {0, 1} and {2, 3}), gc-fr s = 1:
 
 * the decoded gradient equals the full mini-batch gradient computed in one process (float64);
-* a straggler held for ``HOLD_S`` is cancelled while running (its thread is freed: its next call is
-  needed and arrives) and recorded ``cancelled``; its process-mate replies meanwhile (the K workers
-  of a process run concurrently); every worker has trace rows with CPU > 0 (its thread's clock);
+* stragglers held for ``HOLD_S`` are cancelled while running (their threads are freed: their next
+  calls are needed and arrive) and recorded ``cancelled``; a held worker's process-mate replies
+  meanwhile (the K workers of a process run concurrently); every worker has arrived trace rows with
+  CPU > 0 (its thread's clock);
 * killing a process loses both of its workers (more than s: the iteration fails naming them).
 
-End to end: ``run_real`` with K = 3 (does not divide n = 4: processes of 3 and 1 workers) finishes,
+End to end: ``gcsim real`` with K = 3 (does not divide n = 4: processes of 3 and 1 workers) finishes,
 and a bad K is a one-line error naming ``--workers-per-process`` (exit 2). No wall-clock assertion:
 a worker that must not be waited for is held 10 minutes and cancelled as soon as the others decode.
 """
@@ -92,9 +93,10 @@ def test_k_workers_share_a_process_decode_exactly_and_cancel(data):
         pids = [i["pid"] for i in pool.info]
         assert pids[0] == pids[1] and pids[2] == pids[3] and pids[0] != pids[2]
         assert [i["process"] for i in pool.info] == [0, 0, 1, 1]
-        # iteration 0: worker 1 held (cancelled); iteration 1: worker 0 held, so worker 1's next call is
-        # needed: it only runs if the cancel freed worker 1's thread; iteration 2: nobody held
-        ps = _server(pool, scheme, FixedDelays({0: {1: HOLD_S}, 1: {0: HOLD_S}}))
+        # gc-fr groups {0, 1}, {2, 3}; iteration 0: workers 1 and 3 held (cancelled); iteration 1: 0 and 2
+        # held, so 1's and 3's next calls are needed: they only run if the cancels freed their threads;
+        # iteration 2: nobody held
+        ps = _server(pool, scheme, FixedDelays({0: {1: HOLD_S, 3: HOLD_S}, 1: {0: HOLD_S, 2: HOLD_S}}))
         model = build_model("small-cnn", seed=SEED, dtype="float64")
         weights = get_flat_weights(model)
         for t in range(3):
@@ -106,10 +108,11 @@ def test_k_workers_share_a_process_decode_exactly_and_cancel(data):
         ps.drain(timeout_s=DRAIN_S)
         wk = ps.workers_frame().set_index(["iteration", "worker"])
         assert len(wk) == 3 * N
-        assert wk.loc[(0, 1)].status == "cancelled" and not wk.loc[(0, 1)].used
-        assert wk.loc[(1, 0)].status == "cancelled" and not wk.loc[(1, 0)].used
-        assert wk.loc[(1, 1)].used and wk.loc[(1, 1)].status == "arrived"  # after the cancel, in its thread
-        assert wk.loc[(0, 0)].used  # its process-mate was held meanwhile: the two ran concurrently
+        for t, w in ((0, 1), (0, 3), (1, 0), (1, 2)):
+            assert wk.loc[(t, w)].status == "cancelled" and not wk.loc[(t, w)].used, (t, w)
+        for t, w in ((0, 0), (0, 2), (1, 1), (1, 3)):  # iteration 1: after the cancel, in its thread
+            assert wk.loc[(t, w)].used and wk.loc[(t, w)].status == "arrived", (t, w)
+        # iteration 0: worker 0 replied while its process-mate 1 was held: the two ran concurrently
         arrived = wk[wk.status == "arrived"]
         assert set(arrived.index.get_level_values("worker")) == set(range(N))
         assert (arrived.compute_cpu_s > 0).all() and (arrived.cpu_s >= arrived.compute_cpu_s).all()
@@ -172,8 +175,9 @@ def tiny(tmp_path_factory):
 
 
 def test_run_with_k_not_dividing_n_and_cli_errors(tiny, capsys):
+    """uncoded (waits for every worker, so each has arrived rows), K = 3 with n = 4."""
     out = tiny / "run"
-    rc = main(["real", "--scheme", "gc-fr", "--scenario", str(tiny / "tiny.yaml"), "--batch-size", "8",
+    rc = main(["real", "--scheme", "uncoded", "--scenario", str(tiny / "tiny.yaml"), "--batch-size", "8",
                "--data-dir", str(tiny / "data"), "--workers-per-process", "3", "--out", str(out), "--no-progress"])
     assert rc == 0 and "status: finished, iterations: 3" in capsys.readouterr().out
     meta = json.loads((out / "meta.json").read_text())
