@@ -37,7 +37,7 @@ arrived set (returns None, so the master waits for one more arrival) and records
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import ClassVar, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -108,6 +108,40 @@ class SparseMessage:
         return out
 
 
+class _LazyFloat:
+    """A float dataclass field that may be given as a zero-argument callable: evaluated (and kept) on
+    first read. ``Decoding.cond`` uses it: a decoder whose solve does not yield cond(B_S) as a by-product
+    (the cyclic schemes' null-space solve, :mod:`gcsim.schemes.cyclic`) defers the SVD that gives it –
+    which would cost what the fast solve saved – to whoever reads it (``gcsim schemes check``, the real
+    master's per-step record, a refusal's reason); the simulators never do (issue 13)."""
+
+    def __init__(self, *default: float):
+        self.default = default  # () or (value,)
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = "_lazy_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:  # the dataclass asks for the default: AttributeError means a required field
+            if not self.default:
+                raise AttributeError(self.slot)
+            return self.default[0]
+        value = obj.__dict__[self.slot]
+        if callable(value):
+            value = float(value())
+            obj.__dict__[self.slot] = value
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
+def _lazy_fields(obj) -> dict:
+    """``obj``'s dataclass fields as constructor keywords, a deferred ``_LazyFloat`` value left
+    unevaluated (what :func:`dataclasses.replace` would force)."""
+    return {f.name: obj.__dict__.get("_lazy_" + f.name, obj.__dict__.get(f.name)) for f in fields(obj)}
+
+
 @dataclass(frozen=True)
 class Decoding:
     """How the master combines arrived payloads into the gradient (sum over partitions).
@@ -116,7 +150,9 @@ class Decoding:
         used: message ids that enter the combination, shape ``(r,)``.
         weights: float64 array ``(r, m)``: ``out_u = sum_r weights[r, u] * payload[used[r]]``.
         exact: whether ``out`` equals ``sum_j g_j`` (False for approximate schemes).
-        cond: condition number of the linear system solved (1.0 when none was solved).
+        cond: condition number of the linear system solved (1.0 when none was solved). A decoder may
+            pass a zero-argument callable instead: it is called on the first read of ``cond`` (a float
+            from then on), so only readers pay for it.
         staleness: for pipelined schemes, int array ``(r, k)``: how many iterations old the
             gradient of partition ``j`` inside message ``used[r]`` is (-1 where absent); else None.
         residual: coefficient residual ``max |E - I|`` (:meth:`Scheme.residual`) of an exact decoding,
@@ -128,10 +164,15 @@ class Decoding:
     used: tuple[int, ...]
     weights: np.ndarray
     exact: bool
-    cond: float = 1.0
+    cond: float = _LazyFloat(1.0)  # type: ignore[assignment]
     staleness: np.ndarray | None = None
     residual: float = float("nan")
     error_bound: float = float("nan")
+
+    def __getstate__(self):  # pickled (and copied) with cond evaluated: a deferred one may hold the scheme
+        state = dict(self.__dict__)
+        state["_lazy_cond"] = self.cond
+        return state
 
 
 @dataclass(frozen=True)
@@ -164,15 +205,20 @@ class Refusal:
         arrived: the arrived message ids, sorted (the pattern).
         residual: coefficient residual ``max |E - I|`` of the refused decoding (inf if the solve failed).
         error_bound: its relative error bound in the payload precision.
-        cond: condition number of the linear system solved.
+        cond: condition number of the linear system solved (read lazily, as ``Decoding.cond``).
         reason: one line, e.g. ``"coefficient residual 3.1e-06 > 1e-06"``.
     """
 
     arrived: tuple[int, ...]
     residual: float
     error_bound: float
-    cond: float
+    cond: float = _LazyFloat()  # type: ignore[assignment]  (required, may be deferred)
     reason: str
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_lazy_cond"] = self.cond
+        return state
 
 
 class Loads(NamedTuple):
@@ -264,6 +310,7 @@ class Scheme:
         self._cache: dict = {}
         self._cache_nbytes = 0
         self._coeff_tensor: np.ndarray | None = None
+        self._coeff_sparse: tuple | None = None
         #: why the last :meth:`decode` call returned None when it refused an arrived set, else None
         self.last_refusal: Refusal | None = None
         self._validate()
@@ -423,13 +470,13 @@ class Scheme:
         residual, bound = self.decode_error(dec, iteration)
         tol = self.error_tolerance
         if residual <= self.residual_tolerance and bound <= tol:
-            return replace(dec, residual=residual, error_bound=bound)
+            return Decoding(**{**_lazy_fields(dec), "residual": residual, "error_bound": bound})
         if not residual <= self.residual_tolerance:
             why = f"coefficient residual {residual:.1e} > {self.residual_tolerance:g}"
         else:
             why = f"{self.payload_dtype} error bound {bound:.1e} > {tol:g} (cond {dec.cond:.1e})"
-        return Refusal(arrived=tuple(sorted(arrived)), residual=residual, error_bound=bound, cond=float(dec.cond),
-                       reason=why)
+        return Refusal(arrived=tuple(sorted(arrived)), residual=residual, error_bound=bound,
+                       cond=_lazy_fields(dec)["cond"], reason=why)
 
     @property
     def error_tolerance(self) -> float:
@@ -453,14 +500,25 @@ class Scheme:
         codes (it is what makes gc-mds at n = 64, s = 7 fail in float32; Raviv et al., ICML 2018).
         Returns float64 scalars (inf when the weights are not finite).
         """
-        C = self._coefficients(iteration)[list(decoding.used)]  # (r, k, m)
         W = np.asarray(decoding.weights, dtype=np.float64)  # (r, m)
         if not np.all(np.isfinite(W)):
             return math.inf, math.inf
-        E = np.einsum("ru,rjv->ujv", W, C)  # (m, k, m)
+        used = list(decoding.used)
+        if self.assignment_period == 1:
+            # static schemes: the same sums over the non-zero coefficients only (a cyclic code's B_S has
+            # s + 1 per row: the dense (r, k, m) gather and einsum were ~10 ms per decode at n = 1024)
+            cols, vals, all_norms = self._sparse_coefficients()
+            cols_u, vals_u = cols[used].ravel(), vals[used]  # (r * w,), (r, w)
+            km = self.k * self.m
+            E = np.stack([np.bincount(cols_u, weights=(vals_u * W[:, u, None]).ravel(), minlength=km)
+                          for u in range(self.m)]).reshape(self.m, self.k, self.m)  # (m, k, m)
+            norms = all_norms[used]  # (r,)
+        else:
+            C = self._coefficients(iteration)[used]  # (r, k, m)
+            E = np.einsum("ru,rjv->ujv", W, C)  # (m, k, m)
+            norms = np.sqrt(np.einsum("rjv,rjv->r", C, C))  # (r,)
         E[np.arange(self.m), :, np.arange(self.m)] -= 1.0
         residual = float(np.max(np.abs(E))) if E.size else 0.0
-        norms = np.sqrt(np.einsum("rjv,rjv->r", C, C))  # (r,)
         amp = float(np.max(np.abs(W).T @ norms)) / math.sqrt(self.k)
         bound = residual + (UNIT_ROUNDOFF[self.payload_dtype] + UNIT_ROUNDOFF["float64"]) * amp
         return residual, (bound if math.isfinite(bound) else math.inf)
@@ -472,6 +530,20 @@ class Scheme:
         if self._coeff_tensor is None:
             self._coeff_tensor = np.stack([msg.coeffs for msg in self.messages(0)])
         return self._coeff_tensor
+
+    def _sparse_coefficients(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Static schemes: every message's non-zero coefficients, built once from :meth:`_coefficients`:
+        ``cols`` int ``(n_messages, w)`` (flat indices ``j * m + v`` into the ``(k, m)`` coefficients, w
+        the most non-zeros of one message; shorter rows padded with zero values), ``vals`` float64
+        ``(n_messages, w)`` and the Frobenius norms ``(n_messages,)``."""
+        if self._coeff_sparse is None:
+            C = self._coefficients(0)
+            flat = C.reshape(C.shape[0], -1)
+            w = max(1, int(np.count_nonzero(flat, axis=1).max(initial=0)))
+            cols = np.argsort(flat == 0, axis=1, kind="stable")[:, :w]  # the non-zeros first, in order
+            vals = np.take_along_axis(flat, cols, axis=1)
+            self._coeff_sparse = (cols, vals, np.sqrt(np.einsum("rj,rj->r", flat, flat)))
+        return self._coeff_sparse
 
     def worst_case(self, arrived_sets: Iterable[Sequence[int]], iteration: int = 0) -> tuple[float, float, tuple | None]:
         """Worst ``(residual, error_bound, arrived set)`` of the raw decoder (:meth:`_decode_at`,

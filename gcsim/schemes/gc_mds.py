@@ -8,7 +8,13 @@ with ``E = {(n-s+1)/2, ..., (n+s-1)/2}`` (s consecutive exponents, excluding 0).
 cyclic [n, n-s] MDS code that contains the all-ones vector, so any n-s arrivals decode; E is
 symmetric under e -> n-e, so g is real and palindromic (needs ``n - s`` odd).
 Examples: n=7, s=2 -> row [1, 1.802, 1]; n=8, s=3 -> [1, 2.414, 2.414, 1].
-Decode: least squares ``B_S^T a = 1`` in float64, checked like every exact decode (:meth:`Scheme.decode`).
+Decode: ``a^T B_S = 1^T`` in float64, checked like every exact decode (:meth:`Scheme.decode`). B is
+circulant, so its left null space is explicit: the real and imaginary parts of the Fourier vectors
+``(alpha^{-i e})_i`` for ``e in E`` (``(y^T B)`` is a cyclic convolution of y with g, whose transform vanishes
+only where g's does), and ``y0 = 1 / g(1)`` (every column of B sums to g(1); frequency 0 is not in E, so
+``y0 ⟂ Z``). A new straggler set S then costs an ``s × s`` solve in these Fourier vectors at the
+stragglers' nodes (a Vandermonde-type system in ``alpha^i``, i in S) and ``O(n s)``
+(:class:`~gcsim.schemes.cyclic.CyclicMatrixScheme`, issue 13; dense least squares as fallback).
 Stability guard: the worst arrived sets are those whose stragglers form a contiguous block of worker
 ids (what one slow host with consecutive ids produces): cond(B_S) reaches 1e7–1e9 at n = 64–101,
 s = 7–8, so float32 payloads decode with relative error up to 0.04–5 there. At construction the
@@ -21,10 +27,12 @@ Constraints: ``0 <= s < n``; ``n - s`` odd (or ``s = 0``); ``m = 1``; structured
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from gcsim.errors import SchemeError
-from gcsim.schemes.cyclic import CyclicMatrixScheme, cyclic_support
+from gcsim.schemes.cyclic import CyclicMatrixScheme, LeftKernel, cyclic_support
 from gcsim.schemes.patterns import contiguous_sets, near_contiguous_sets
 
 _WORST_CACHE: dict[tuple, tuple] = {}
@@ -43,6 +51,13 @@ def cyclic_mds_generator(n: int, s: int) -> np.ndarray:
     exponents = np.arange((n - s + 1) // 2, (n + s - 1) // 2 + 1)
     coeffs = np.poly(np.exp(2j * np.pi * exponents / n))[::-1]  # ascending degree, monic
     return np.real(coeffs / coeffs[0])
+
+
+def _circulant_pinv_t(inv: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The minimum-norm y with ``y^T B = t^T`` for B circulant with first row g: ``y^T B`` is the cyclic
+    convolution ``y * g``, so ``fft(y) = fft(t) / fft(g)`` off the zeros of fft(g) (E) and 0 on them;
+    ``inv`` is ``1 / fft(g)`` there (0 on E)."""
+    return np.fft.ifft(np.fft.fft(t) * inv).real
 
 
 class GcMds(CyclicMatrixScheme):
@@ -82,6 +97,31 @@ class GcMds(CyclicMatrixScheme):
         #: straggler sets of each kind checked at construction (cyclic code: one shift stands for all)
         self.checked_kinds = {"exhaustive": 0, "contiguous": min(1, self.s), "near-contiguous": max(0, self.s and
                               len(self.structured_straggler_sets()) - 1), "random": 0}
+
+    def _left_kernel(self) -> LeftKernel:
+        """:class:`~gcsim.schemes.cyclic.LeftKernel` in closed form (module docstring), ``O(n s)``:
+        ``y0 = 1/g(1)``, Z the orthonormal real Fourier basis of the frequencies E (cos and sin of
+        ``2 pi i e / n`` for ``e < n/2``, ``(-1)^i`` for ``e = n/2``; angles reduced mod n before scaling,
+        so Z is orthonormal to rounding), ``pinv_t`` by FFT (:func:`_circulant_pinv_t`)."""
+        n, s = self.n, self.s
+        g = cyclic_mds_generator(n, s)
+        ghat = np.fft.fft(np.concatenate([g, np.zeros(n - s - 1)]))
+        inv = np.zeros(n, dtype=complex)
+        keep = np.ones(n, dtype=bool)
+        keep[(n - s + 1) // 2: (n + s - 1) // 2 + 1] = False  # E (symmetric: -E = E)
+        with np.errstate(all="ignore"):  # |g(alpha^k)| underflows near E for large s: no inverse there
+            inv[keep] = 1.0 / ghat[keep]
+        inv[~np.isfinite(inv)] = 0.0
+        i = np.arange(n)
+        cols = []
+        for e in range((n - s + 1) // 2, (n + s - 1) // 2 + 1):
+            if 2 * e < n:
+                angle = 2 * np.pi * ((i * e) % n) / n
+                cols += [np.sqrt(2 / n) * np.cos(angle), np.sqrt(2 / n) * np.sin(angle)]
+            elif 2 * e == n:
+                cols.append(np.where(i % 2 == 0, 1.0, -1.0) / np.sqrt(n))
+        Z = np.stack(cols, axis=1) if cols else np.zeros((n, 0))
+        return LeftKernel(y0=np.full(n, 1.0 / g.sum()), Z=Z, pinv_t=partial(_circulant_pinv_t, inv))
 
     def _coefficient_matrix(self) -> np.ndarray:
         g = cyclic_mds_generator(self.n, self.s)
