@@ -54,7 +54,7 @@ class FixedDelays:
 
 
 @pytest.fixture(scope="module")
-def data():
+def data(module_ray):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(N * 12, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, 10, size=N * 12).astype(np.int64)
@@ -160,7 +160,7 @@ def test_fit_and_auto():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tmp_path_factory, module_ray):
     from gcsim.real.data import make_random_image_folder, prepare_from_image_folder
 
     root = tmp_path_factory.mktemp("multi")
