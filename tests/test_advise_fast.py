@@ -110,9 +110,9 @@ def test_pipelined_plans_repeat_the_first_phase():
 
 
 def test_guard_pattern_count_bounds_the_enumeration():
-    from gcsim.schemes.patterns import straggler_sets
+    from gcsim.schemes.cce_cr import default_theta, guard_sets
     for n, s in ((20, 5), (32, 25), (16, 14), (12, 3)):
-        count = sum(1 for _ in straggler_sets(n, s, 2000, np.random.default_rng(0), 5000))
+        count = len(guard_sets(default_theta(n), n, s))  # worker-order and point-order blocks, random sets
         est = guard_patterns("cce-cr", n, s, 1)
         assert count <= est <= count * 1.5 + 100  # counted before de-duplication
     fast, _, unsearched = build_candidates(64, 63, 4)

@@ -16,10 +16,10 @@ from gcsim.cli import main
 from gcsim.errors import SchemeError
 from gcsim.scenario import validate_scenario
 from gcsim.schemes import make_scheme, registry
-from gcsim.schemes.base import Decoding, Refusal
-from gcsim.schemes.cce_cr import worst_decode
+from gcsim.schemes.base import UNIT_ROUNDOFF, Decoding, Refusal
+from gcsim.schemes.cce_cr import (ADJACENT_POINTS, Decoder, cce_coefficients, decode_errors, default_theta,
+                                   guard_sets, worst_decode)
 from gcsim.schemes.cce_fr import CceFr, worst_minor
-from gcsim.schemes.chebyshev import chebyshev_nodes
 from gcsim.schemes.gc_cr import GcCr
 from gcsim.schemes.patterns import contiguous_sets, near_contiguous_sets, straggler_sets
 from gcsim.schemes.pgc_cr import PgcCr
@@ -100,15 +100,25 @@ def test_cce_fr_batched_minor_bound_equals_the_generic_decode_bound():
 
 
 # ----------------------------------------------------------------------------- cce-cr
-@pytest.mark.parametrize("n,s,m", [(18, 6, 6), (18, 8, 6), (22, 6, 2), (26, 8, 1)])
-def test_cce_cr_refuses_what_fails_on_near_contiguous_sets(n, s, m):
-    """Accepted before (2,000 random sets); an exhaustive check found residuals 1.1e-6..3.3e-6."""
-    resid, bound, strag, kinds = worst_decode(chebyshev_nodes(n), n, s, m)
-    assert bound > 1e-6 and kinds["contiguous"] == n and kinds["near-contiguous"] > 0
-    gaps = np.diff(sorted(strag))
-    assert (gaps <= 3).sum() >= s - 2  # the worst set is (nearly) one block, cyclically
-    with pytest.raises(SchemeError, match=r"scheme cce-cr: \(n, s, m\): .*stragglers \["):
-        make_scheme("cce-cr", n, s, m)
+@pytest.mark.parametrize("n,s,m,dtype", [(32, 4, 2, "float32"), (64, 3, 4, "float32"), (32, 4, 1, "float64")])
+def test_cce_cr_guard_finds_the_exhaustive_worst(n, s, m, dtype):
+    """The guard (worker-order and point-order blocks, then 2,000 random sets) reaches the worst error bound
+    of all C(n, s) straggler sets; the worst sets are blocks of neighbouring points, not of workers."""
+    theta = default_theta(n)
+    resid, bound, strag, kinds = worst_decode(theta, n, s, m, dtype)
+    assert kinds["exhaustive"] == 0 and kinds["contiguous"] == n and kinds[ADJACENT_POINTS] > 0
+    C = cce_coefficients(theta, n, s, m)
+    dec = Decoder(theta, n, s, m)
+    every = np.array(list(itertools.combinations(range(n), s)))
+    res, amp = decode_errors(dec.weights(every), C, n, s, m)
+    u = UNIT_ROUNDOFF[dtype] + UNIT_ROUNDOFF["float64"]
+    assert bound == pytest.approx(float(np.max(res + u * amp)), rel=1e-9)
+    assert resid == pytest.approx(float(np.max(res)), rel=1e-9)
+    kind = dict((st, k) for k, st in guard_sets(theta, n, s))
+    assert kind[strag] == ADJACENT_POINTS
+    order = np.argsort(theta)
+    ranks = sorted(int(np.flatnonzero(order == w)[0]) for w in strag)
+    assert ranks[-1] - ranks[0] <= s + 1  # neighbouring points (a window of s + 2 at most)
 
 
 # ----------------------------------------------------------------------------- gc-mds / gc-cr

@@ -55,13 +55,18 @@ def test_gc_mds_generator_rows(n, s, row):
 
 
 def test_cce_cr_worked_example_n4_s1_m2():
+    # field notes, "Ye & Abbe 2018 (CCE), cyclic form": theta = (1, 1.5, -1, -1.5). The construction is in
+    # the Chebyshev basis: p_0^(1) = x - 1.5 = T_1 - 1.5 T_0 as in the notes; p_0^(2) has T-coefficients
+    # (0, 1) at indices 1, 2: (x - 1.5)(2x + 3) = 2x^2 - 4.5 = T_2 - 3.5 T_0, twice the notes' monic
+    # x^2 - 2.25 (T_2 = 2x^2 - 1), so the u = 2 coefficients of a message are twice the notes' ones
     theta = [1, 1.5, -1, -1.5]
     P = cce_polynomials(np.array(theta, dtype=float), 4, 1, 2)
-    np.testing.assert_allclose(P[0, 0], [-1.5, 1, 0])  # p_0^(1) = x - 1.5
-    np.testing.assert_allclose(P[0, 1], [-2.25, 0, 1])  # p_0^(2) = x^2 - 2.25
+    np.testing.assert_allclose(P[0, 0], [-1.5, 1, 0])  # p_0^(1) = T_1 - 1.5
+    np.testing.assert_allclose(P[0, 1], [-3.5, 0, 1])  # p_0^(2) = T_2 - 3.5 = 2x^2 - 4.5
     sch = CceCr(n=4, s=1, m=2, theta=theta)
-    # worker 0 sends -0.5 g0^(1) - 1.25 g0^(2) + 2 g1^(1) + 2.5 g2^(1) - 1.25 g2^(2)
-    np.testing.assert_allclose(sch.messages()[0].coeffs, [[-0.5, -1.25], [2, 0], [2.5, -1.25], [0, 0]], atol=1e-12)
+    # worker 0 sends -0.5 g0^(1) - 2.5 g0^(2) + 2 g1^(1) + 2.5 g2^(1) - 2.5 g2^(2)
+    # (the notes: -0.5 g0^(1) - 1.25 g0^(2) + 2 g1^(1) + 2.5 g2^(1) - 1.25 g2^(2))
+    np.testing.assert_allclose(sch.messages()[0].coeffs, [[-0.5, -2.5], [2, 0], [2.5, -2.5], [0, 0]], atol=1e-12)
     rng = np.random.default_rng(0)
     g = {j: rng.standard_normal(6) for j in range(4)}
     payloads = {i: sch.encode(i, g) for i in range(4)}
@@ -72,9 +77,12 @@ def test_cce_cr_worked_example_n4_s1_m2():
 
 
 def test_cce_cr_refuses_unstable_parameters_and_accepts_stable_ones():
-    with pytest.raises(SchemeError, match=r"cce-cr: \(n, s, m\): expected .*got \(30, 3, 3\)"):
-        make_scheme("cce-cr", 30, 3, 3)
+    with pytest.raises(SchemeError, match=r"cce-cr: \(n, s, m\): expected .*got \(64, 10, 1\)"):
+        make_scheme("cce-cr", 64, 10, 1)
+    with pytest.raises(SchemeError, match=r"cce-cr: \(n, s, m\): expected .* in float32 .*got \(64, 3, 4\)"):
+        make_scheme("cce-cr", 64, 3, 4, 0, "float32")
     assert make_scheme("cce-cr", 20, 2, 2).worst_residual < 1e-8
+    assert make_scheme("cce-cr", 30, 3, 3).worst_error_bound < 1e-9  # refused by the monomial construction
     with pytest.raises(SchemeError, match="theta"):
         CceCr(n=4, s=1, m=2, theta=[1, 1, -1, 2])
 

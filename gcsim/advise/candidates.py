@@ -23,16 +23,18 @@ What is not built, and why it gives the same answer (``thorough=False``, the def
   worker), so its first phase stands for all (the engine would otherwise build s+1 phases).
 * ``gc-mds`` and ``cce-cr`` run a numerical guard at construction that decodes a list of straggler sets and
   refuses the parameters if the worst error bound (:meth:`gcsim.schemes.base.Scheme.decode_error`) exceeds
-  the tolerance. The first set of both lists is the block ``{0..s-1}``; advise decodes it first with the
+  the tolerance. The first set of gc-mds's list is the block ``{0..s-1}``, of cce-cr's the s workers with the
+  smallest points (neighbours on the real line, its worst sets); advise decodes it first with the
   scheme modules' own functions (``_gc_mds_first``; ``_CceCrFirstSet``, from a few partitions' rows of the
   coefficient error: a lower bound on the guard's maximum) and, when its error bound exceeds the
   tolerance by more than the rounding the two computations can differ by, records the refusal the guard
   would give without running the guard (``gc-mds`` at n = 256: 128 guards of up to 255 least-squares
-  solves each; ``cce-cr``: one Vandermonde inverse instead of up to millions).
+  solves each; ``cce-cr``: one straggler set instead of thousands).
 
 What is not searched without ``thorough``: a ``cce-cr`` or ``cce-fr`` whose guard would enumerate more
 than :data:`PATTERN_BUDGET` straggler sets (:func:`guard_patterns`: its near-contiguous sets number
-~n·s²/2, e.g. 119,000 at n = 64, s = 60: 25 s of Python loops; 8 million at n = 256, s = 254) is
+~n·s²/2, twice that for cce-cr (worker order and point order), e.g. ~119,000 (cce-fr) or ~238,000 (cce-cr)
+at n = 64, s = 60; 8 million at n = 256, s = 254) is
 listed as not searched, with that count. Such a scheme computes ~n partitions per worker.
 """
 
@@ -186,7 +188,8 @@ def guard_patterns(name: str, n: int, s: int, m: int) -> int:
     """Straggler sets the construction guard of ``cce-cr`` / ``cce-fr`` enumerates for (n, s, m) (before
     de-duplication; :func:`gcsim.schemes.patterns.straggler_sets`: all sets while C(N, t) is at most the
     scheme's exhaustive limit, else N contiguous + near-contiguous (one or two holes, every shift) + the
-    random samples); 0 for other schemes."""
+    random samples; ``cce-cr`` lists the structured sets twice, in worker order and in the order of its
+    points on the real line, :func:`gcsim.schemes.cce_cr.guard_sets`); 0 for other schemes."""
     if name == "cce-cr":
         from gcsim.schemes.cce_cr import STABILITY_EXHAUSTIVE_MAX as most, STABILITY_SAMPLES as samples
         N = n
@@ -204,7 +207,7 @@ def guard_patterns(name: str, n: int, s: int, m: int) -> int:
             if t + h > N:
                 break
             count += math.comb(t + h - 2, h) * N
-    return count + samples
+    return count * (2 if name == "cce-cr" else 1) + samples
 
 
 def _slack(n: int) -> float:
@@ -253,90 +256,54 @@ def _gc_mds_first(n: int, s: int, dtype: str) -> str | None:
 
 
 class _CceCrFirstSet:
-    """The guard of ``cce-cr`` on its first set for every (s, m) of one n, sharing the Vandermonde
-    inverse of the arrived nodes between the m of one s."""
+    """The guard of ``cce-cr`` on its first set (:func:`~gcsim.schemes.cce_cr.end_block`: the s smallest
+    points, neighbours on the real line) for every (s, m) of one n: the
+    weights from the scheme module's :class:`~gcsim.schemes.cce_cr.Decoder` on that set alone (the call
+    the guard makes first, so the same numbers), the coefficient error from a few partitions' values
+    (:func:`~gcsim.schemes.cce_cr.partition_values`)."""
 
     def __init__(self, n: int, dtype: str):
-        from gcsim.schemes.chebyshev import chebyshev_nodes
+        from gcsim.schemes.cce_cr import default_theta
         self.n, self.dtype = n, dtype
-        self.theta = chebyshev_nodes(n)  # CceCr's default nodes
-        self._inv: dict[int, np.ndarray | None] = {}
-        self._powers: dict[int, np.ndarray] = {}
-
-    def _X(self, s: int):
-        if s not in self._inv:
-            r = self.n - s
-            S = np.arange(s, self.n)
-            V = np.vander(self.theta[S].ravel(), r, increasing=True).reshape(1, r, r)  # as worst_decode
-            with np.errstate(all="ignore"):
-                try:
-                    self._inv[s] = np.linalg.inv(V)[0]
-                except np.linalg.LinAlgError:
-                    self._inv[s] = None
-        return self._inv[s]
-
-    def _poly(self, j: int, s: int, m: int) -> np.ndarray:
-        """``cce_polynomials(theta, n, s, m)[j]`` (the same operations, one partition)."""
-        n, theta = self.n, self.theta
-        d = s + m
-        nd = n - d
-        P = np.zeros((m, n - s))
-        roots = theta[[(j + t) % n for t in range(1, nd + 1)]]
-        p1 = np.zeros(n - s)
-        p1[: nd + 1] = np.poly(roots)[::-1] if nd > 0 else 1.0
-        P[0] = p1
-        prev = p1
-        for u in range(1, m):
-            c = prev[nd - 1] if nd >= 1 else 0.0
-            nxt = np.zeros(n - s)
-            nxt[1:] = prev[:-1]
-            nxt -= c * p1
-            P[u] = nxt
-            prev = nxt
-        return P
+        self.theta = default_theta(n)  # CceCr's default points
 
     def refused(self, s: int, m: int, partitions: int = 6) -> str | None:
         """The guard's refusal of (n, s, m) on its first set, judged from the rows of a few partitions
-        (``s``, ``s - 1``, ``0``, ``n - 1``, then ``partitions`` spread ones, until one shows it) of the
-        decode's coefficient error, a lower bound on the guard's maximum; or None."""
-        from gcsim.schemes.chebyshev import vandermonde
-        n = self.n
-        X = self._X(s)
-        if X is None:
-            return f"scheme cce-cr: (n, s, m): stragglers [0..{s - 1}] leave a singular Vandermonde system"
-        nd, r, d = n - s - m, n - s, s + m
-        W = X[nd: nd + m, :]  # (m, r), the arrived workers s..n-1 in order
+        (the first and last each straggler holds, ``0``, ``n - 1``, then ``partitions`` spread ones, until
+        one shows it) of the decode's coefficient error, a lower bound on the guard's maximum; or None."""
+        from gcsim.schemes.cce_cr import Decoder, end_block, partition_values
+        n, d = self.n, s + m
+        first = end_block(self.theta, s)
+        W = Decoder(self.theta, n, s, m).weights(np.array(first, dtype=int)[None])[0]  # (n, m), 0 at `first`
         if not np.all(np.isfinite(W)):
-            return f"scheme cce-cr: (n, s, m): stragglers [0..{s - 1}] decode with non-finite weights"
-        if s not in self._powers:
-            self._powers[s] = vandermonde(self.theta, n - s)
-        powers = self._powers[s]
-        order = [s % n, (s - 1) % n, 0, n - 1, (s + n) // 2] + np.linspace(0, n - 1, partitions).round().astype(int).tolist()
+            return f"scheme cce-cr: (n, s, m): stragglers {list(first)} decode with non-finite weights"
+        late = set(first)
+        # partitions held by the stragglers first (their rows lose holders), then spread ones
+        order = [j for w in first for j in (w, (w + d - 1) % n)] + [0, n - 1, (s + n) // 2]
+        order += np.linspace(0, n - 1, partitions).round().astype(int).tolist()
         sl = _slack(n)
         u = UNIT_ROUNDOFF[self.dtype] + UNIT_ROUNDOFF["float64"]
-        res_lo, norms2 = 0.0, np.zeros(r)
-        arrived = set(range(s, n))
-        for j in dict.fromkeys(order):
-            holders = sorted({w % n for w in range(j - d + 1, j + 1)} & arrived)  # cyclic supports holding j
-            if not holders:
+        res_lo, norms2 = 0.0, np.zeros(n)
+        js = list(dict.fromkeys(order))
+        values = partition_values(self.theta, n, s, m, js)  # (K, d, m): p_j^(v)(theta_i), holders i = j - q
+        for j, vals in zip(js, values):
+            holders = (j - np.arange(d)) % n
+            keep = np.array([h not in late for h in holders.tolist()])  # arrived holders
+            if not keep.any():
                 continue
-            P = self._poly(j, s, m)  # (m, n-s)
-            rows = np.array(holders) - s  # positions among the arrived
-            pw = powers[holders]  # (h, n-s)
-            C = np.array([[P[v] @ pw[i] for v in range(m)] for i in range(len(holders))])  # C[w, j, v]
-            Cmag = np.abs(pw) @ np.abs(P).T  # (h, m): sum of |terms| of each dot product
-            Wr = W[:, rows]
-            E = Wr @ C  # (m, m): the guard's E[u, j, v]
-            # slack: the guard's own sum over the arrived, the dot products giving C, the "- 1"
-            slack = sl * (np.abs(Wr) @ (np.abs(C) + 2 * Cmag) + 1.0)
+            h, C = holders[keep], vals[keep]  # (h,), (h, m): the guard's C[i, j, v]
+            Wr = W[h]  # (h, m)
+            E = Wr.T @ C  # (m, m): the guard's E[u, j, v]
+            # slack: the guard's own sum over the holders, and its C computed by the same function
+            slack = sl * (np.abs(Wr).T @ (np.abs(C) * (1 + 2 * sl)) + 1.0)
             res_lo = max(res_lo, float(np.max(np.abs(E - np.eye(m)) * (1 - sl) - slack)))
-            Clo = np.maximum(np.abs(C) - 2 * sl * Cmag, 0.0)  # |the guard's C| is at least this
-            norms2[rows] += np.sum(Clo * Clo, axis=1)
-            amp_lo = float(np.max(np.abs(W) @ np.sqrt(norms2))) / math.sqrt(n) * (1 - 4 * sl)
+            Clo = np.abs(C) * (1 - 2 * sl)  # |the guard's C| is at least this
+            norms2[h] += np.sum(Clo * Clo, axis=1)
+            amp_lo = float(np.max(np.abs(W).T @ np.sqrt(norms2))) / math.sqrt(n) * (1 - 4 * sl)
             bound_lo = max(res_lo, 0.0) + u * amp_lo
             if not (math.isfinite(res_lo) and math.isfinite(bound_lo)) or _over(res_lo, bound_lo, 0.0, 0.0, self.dtype):
                 return (f"scheme cce-cr: (n, s, m): expected a combination whose worst-case decode error in "
-                        f"{self.dtype} is <= {ERROR_TOLERANCE[self.dtype]:g} (stragglers [0..{s - 1}] give residual >= "
+                        f"{self.dtype} is <= {ERROR_TOLERANCE[self.dtype]:g} (stragglers {list(first)} give residual >= "
                         f"{res_lo:.1e}, error bound >= {bound_lo:.1e}; screened by advise on the guard's first set)")
         return None
 
