@@ -124,7 +124,8 @@ def _first_factor(theta: np.ndarray, n: int, s: int, m: int, js) -> np.ndarray:
 
 def _r_coefficients(p1: np.ndarray, nd: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     """``(A, Q)``: ``Q[:, k]`` the Chebyshev series of ``p_j^(1) T_k`` (k < m) and ``A`` ``(K, m, m)`` with
-    ``sum_k A[k, u] Q[:, k]`` having T-coefficients e_u at indices nd .. nd+m-1 (a triangular solve)."""
+    ``sum_k A[k, u] Q[:, k]`` having T-coefficients e_u at indices nd .. nd+m-1 (a triangular solve).
+    The full series, for :func:`cce_polynomials`; the scheme uses :func:`_top_window` (same A)."""
     K, L = p1.shape
     Q = np.zeros((K, m, L))
     Q[:, 0] = p1
@@ -135,6 +136,51 @@ def _r_coefficients(p1: np.ndarray, nd: int, m: int) -> tuple[np.ndarray, np.nda
     M = np.transpose(Q[:, :, nd: nd + m], (0, 2, 1))  # M[j, i, k]: T_(nd+i) coefficient of p1 T_k
     A = np.linalg.solve(M, np.broadcast_to(np.eye(m), M.shape))
     return A, Q
+
+
+def _top_window(theta: np.ndarray, n: int, s: int, m: int, js) -> np.ndarray:
+    """``(len(js), m)``: the T-coefficients of ``p_j^(1)`` at indices nd, nd-1, ..., nd-m+1 (0 below index 0).
+
+    Multiplying a series by ``2x - 2r`` makes its coefficient at depth a below the top (index degree - a)
+    from those at depths a, a-1, a-2 only (``2x T_k = T_(k+1) + T_(k-1)``, ``2x T_0 = 2 T_1``), so the top m
+    coefficients are built root by root in O(nd m), not the whole series in O(nd^2)."""
+    nd = n - s - m
+    js = np.asarray(js, dtype=int)
+    top = np.zeros((js.size, m))
+    top[:, 0] = 1.0
+    for t in range(nd):  # degree t -> t + 1
+        r = theta[(js + t + 1) % n]
+        new = np.zeros_like(top)
+        for a in range(min(m, t + 2)):  # new index k = t + 1 - a >= 0
+            v = np.zeros(js.size)
+            if a <= t:  # 2x T_(k-1), index t - a >= 0
+                v = v + top[:, a] * (2.0 if t == a else 1.0)
+            if a >= 2:  # 2x T_(k+1) -> T_k, index t + 2 - a
+                v = v + top[:, a - 2]
+            if a >= 1:  # -2r T_k, index t + 1 - a
+                v = v - 2.0 * r * top[:, a - 1]
+            new[:, a] = v
+        top = new
+    return top / 2.0 if nd >= 1 else top
+
+
+def _r_from_window(top: np.ndarray, nd: int, m: int) -> np.ndarray:
+    """``A`` ``(K, m, m)`` of :func:`_r_coefficients` from the top-m window of p1 (:func:`_top_window`):
+    ``M[i, k]`` = the T_(nd+i) coefficient of ``p1 T_k`` = ``(c_(nd+i-k) + c_(k-nd-i)) / 2`` for k >= 1
+    (``T_a T_k = (T_(a+k) + T_|a-k|) / 2``; the second term only when nd < m), ``c_(nd+i)`` for k = 0."""
+    K = top.shape[0]
+
+    def c(index: int) -> np.ndarray:  # T-coefficient of p1 at an index (the window holds nd-m+1 .. nd)
+        depth = nd - index
+        return top[:, depth] if 0 <= index and 0 <= depth < m else np.zeros(K)
+
+    M = np.zeros((K, m, m))
+    for i in range(m):
+        e = nd + i
+        M[:, i, 0] = c(e)
+        for k in range(1, m):
+            M[:, i, k] = 0.5 * (c(e - k) + (c(k - e) if e >= 1 else 0.0))
+    return np.linalg.solve(M, np.broadcast_to(np.eye(m), M.shape))
 
 
 def cce_polynomials(theta: np.ndarray, n: int, s: int, m: int) -> np.ndarray:
@@ -159,12 +205,12 @@ def partition_values(theta: np.ndarray, n: int, s: int, m: int, js) -> np.ndarra
     js = np.asarray(js, dtype=int)
     holders = (js[:, None] - np.arange(d)[None, :]) % n  # (K, d)
     x = theta[holders]  # (K, d)
+    v1 = np.ones_like(x)
     if nd >= 1:
         roots = theta[(js[:, None] + np.arange(1, nd + 1)[None, :]) % n]  # (K, nd)
-        v1 = np.prod(2.0 * (x[:, :, None] - roots[:, None, :]), axis=2) / 2.0
-    else:
-        v1 = np.ones_like(x)
-    A, _ = _r_coefficients(_first_factor(theta, n, s, m, js), nd, m)  # (K, m, m)
+        for q in range(d):  # one holder at a time: a (K, nd) temporary
+            v1[:, q] = np.prod(2.0 * (x[:, q, None] - roots), axis=1) / 2.0
+    A = _r_from_window(_top_window(theta, n, s, m, js), nd, m)  # (K, m, m)
     r = np.stack([cheb.chebval(x, A[:, :, u].T[:, :, None], tensor=False) for u in range(m)], axis=-1)  # (K, d, m)
     return v1[:, :, None] * r
 
@@ -293,26 +339,26 @@ def end_block(theta: np.ndarray, s: int) -> tuple[int, ...]:
 
 
 def guard_sets(theta: np.ndarray, n: int, s: int) -> list[tuple[str, tuple[int, ...]]]:
-    """``(kind, straggler set)`` the construction guard decodes, in order: every set while
-    C(n, s) <= STABILITY_EXHAUSTIVE_MAX; else the contiguous and near-contiguous sets in worker order
-    (:func:`gcsim.schemes.patterns.straggler_sets`), then those of the points' order on the real line
+    """``(kind, straggler set)`` the construction guard decodes, in order: first :func:`end_block` (kind
+    ``exhaustive`` or :data:`ADJACENT_POINTS`); then every other set while C(n, s) <=
+    STABILITY_EXHAUSTIVE_MAX; else the contiguous and near-contiguous sets in worker order
+    (:func:`gcsim.schemes.patterns.straggler_sets`), those in the order of the points on the real line
     (kind :data:`ADJACENT_POINTS`, those not already listed), then STABILITY_SAMPLES random sets
-    (``numpy.random.default_rng(0)``). The first set is always :func:`end_block` (moved to the front)."""
-    pairs = list(straggler_sets(n, s, STABILITY_SAMPLES, np.random.default_rng(0), STABILITY_EXHAUSTIVE_MAX))
-    if pairs and pairs[0][0] != "exhaustive":
-        structured = [p for p in pairs if p[0] != "random"]
-        seen = {st for _, st in structured}
-        order = np.argsort(np.asarray(theta), kind="stable")  # workers by their point, increasing
-        adjacent = []
-        for ranks in contiguous_sets(n, s) + near_contiguous_sets(n, s):
-            st = tuple(sorted(int(w) for w in order[list(ranks)]))
-            if st not in seen:
-                seen.add(st)
-                adjacent.append((ADJACENT_POINTS, st))
-        pairs = structured + adjacent + [p for p in pairs if p[0] == "random"]
+    (``numpy.random.default_rng(0)``)."""
     first = end_block(theta, s)
-    at = next(i for i, (_, st) in enumerate(pairs) if st == first)  # listed: exhaustive, or a point-order block
-    return [pairs[at]] + pairs[:at] + pairs[at + 1:]
+    pairs = list(straggler_sets(n, s, STABILITY_SAMPLES, np.random.default_rng(0), STABILITY_EXHAUSTIVE_MAX))
+    if pairs[0][0] == "exhaustive":
+        return [("exhaustive", first)] + [p for p in pairs if p[1] != first]
+    structured = [p for p in pairs if p[0] != "random" and p[1] != first]
+    seen = {st for _, st in structured} | {first}
+    order = np.argsort(np.asarray(theta), kind="stable")  # workers by their point, increasing
+    adjacent = [(ADJACENT_POINTS, first)]
+    for ranks in contiguous_sets(n, s) + near_contiguous_sets(n, s):
+        st = tuple(sorted(int(w) for w in order[list(ranks)]))
+        if st not in seen:
+            seen.add(st)
+            adjacent.append((ADJACENT_POINTS, st))
+    return adjacent[:1] + structured + adjacent[1:] + [p for p in pairs if p[0] == "random"]
 
 
 def decode_errors(W: np.ndarray, C: np.ndarray, n: int, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -357,16 +403,17 @@ def worst_decode(theta: np.ndarray, n: int, s: int, m: int, payload_dtype: str =
     with one_blas_thread():  # many small solves: multi-threaded BLAS only fights for the cores
         C = cce_coefficients(theta, n, s, m)
         dec = Decoder(theta, n, s, m)
-        pairs = guard_sets(theta, n, s)
-        sets = np.array([st for _, st in pairs], dtype=int).reshape(len(pairs), s)
+        first = end_block(theta, s)
+        # the end block alone first (advise screens it): where a refusal is usually decided, before the
+        # other sets are listed (~n s^2 of them, millions at large s)
+        pairs = [("exhaustive" if math.comb(n, s) <= STABILITY_EXHAUSTIVE_MAX else ADJACENT_POINTS, first)]
         worst_r, worst_b, worst_i, tried = 0.0, -1.0, 0, 0
         batch = max(1, 1_000_000 // max(1, n * m * (s + m) * m))
-        starts = [0, 1] + list(range(1 + batch, len(sets), batch))
-        for start, stop in zip(starts, starts[1:] + [len(sets)]):
-            if start >= len(sets):
-                break
-            W = dec.weights(sets[start:stop])
-            res, amp = decode_errors(W, C, n, s, m)
+        start = 0
+        while start < len(pairs):
+            stop = min(len(pairs), start + (1 if start == 0 else batch))
+            sets = np.array([st for _, st in pairs[start:stop]], dtype=int).reshape(stop - start, s)
+            res, amp = decode_errors(dec.weights(sets), C, n, s, m)
             bound = res + u * amp
             tried = stop
             worst_r = max(worst_r, float(np.max(res)))
@@ -374,6 +421,9 @@ def worst_decode(theta: np.ndarray, n: int, s: int, m: int, payload_dtype: str =
                 worst_b, worst_i = float(np.max(bound)), start + int(np.argmax(bound))
             if worst_b > tolerance or worst_r > residual_tolerance:
                 break
+            if start == 0:
+                pairs = guard_sets(theta, n, s)  # the end block again first
+            start = stop
     kinds = count_kinds(k for k, _ in pairs[:tried] if k != ADJACENT_POINTS)
     kinds[ADJACENT_POINTS] = sum(1 for k, _ in pairs[:tried] if k == ADJACENT_POINTS)
     out = (worst_r, worst_b, tuple(pairs[worst_i][1]), kinds)
