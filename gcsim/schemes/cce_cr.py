@@ -40,19 +40,21 @@ solve with ``V_S``. ``Decoding.cond`` is cond(V_S), computed only when read.
 
 Numerical guard: at construction the worst coefficient residual ``max |E - I|`` and error bound in
 the payload precision (:meth:`Scheme.decode_error`) of the decode over straggler sets of size s are
-computed (:func:`guard_sets`: the s smallest points first, then exhaustively when C(n, s) <= 5000,
-else the contiguous and near-contiguous sets at every cyclic shift in worker order, the same in the
-order of the points on the real line – where the strided code's worst sets are – then 2000 sets drawn
-with seed 0) and any (n, s, m) above
-tolerance (1e-6 in float64, 1e-4 in float32) is refused with a SchemeError instead of returning wrong
-gradients later. Results are cached per (n, s, m, theta, payload dtype) in the process. Every decode
-is checked as well (:meth:`Scheme.decode`).
+computed (:func:`iter_guard_sets`, lazily: the s lowest points first – alone, what advise screens –
+then the sets of neighbouring points nearest the ends, where the strided code's worst sets are; then
+every other set when C(n, s) <= 5000, else the contiguous and near-contiguous sets at every cyclic
+shift in worker order and 2000 sets drawn with seed 0) and any (n, s, m) above tolerance (1e-6 in
+float64, 1e-4 in float32) is refused with a SchemeError instead of returning wrong gradients later;
+the check stops at the first set over tolerance. Results are cached per (n, s, m, theta, payload
+dtype) in the process. Every decode is checked as well (:meth:`Scheme.decode`).
 Constraints: ``0 <= s < n``, ``m >= 1``, ``d = s + m <= n``, worst-case decode error within tolerance.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from typing import Iterator
 
 import numpy as np
 from numpy.polynomial import chebyshev as cheb
@@ -61,7 +63,7 @@ from gcsim.errors import SchemeError
 from gcsim.schemes.base import UNIT_ROUNDOFF, Decoding, Loads, Scheme, one_message_per_worker
 from gcsim.schemes.chebyshev import chebyshev_nodes
 from gcsim.schemes.cyclic import cyclic_support
-from gcsim.schemes.patterns import contiguous_sets, count_kinds, near_contiguous_sets, straggler_sets
+from gcsim.schemes.patterns import count_kinds, straggler_sets
 
 #: straggler sets checked exhaustively up to this many; beyond it a seeded sample of STABILITY_SAMPLES
 STABILITY_EXHAUSTIVE_MAX = 5000
@@ -338,27 +340,51 @@ def end_block(theta: np.ndarray, s: int) -> tuple[int, ...]:
     return tuple(sorted(int(w) for w in np.argsort(np.asarray(theta), kind="stable")[:s]))
 
 
-def guard_sets(theta: np.ndarray, n: int, s: int) -> list[tuple[str, tuple[int, ...]]]:
-    """``(kind, straggler set)`` the construction guard decodes, in order: first :func:`end_block` (kind
-    ``exhaustive`` or :data:`ADJACENT_POINTS`); then every other set while C(n, s) <=
-    STABILITY_EXHAUSTIVE_MAX; else the contiguous and near-contiguous sets in worker order
-    (:func:`gcsim.schemes.patterns.straggler_sets`), those in the order of the points on the real line
-    (kind :data:`ADJACENT_POINTS`, those not already listed), then STABILITY_SAMPLES random sets
-    (``numpy.random.default_rng(0)``)."""
-    first = end_block(theta, s)
-    pairs = list(straggler_sets(n, s, STABILITY_SAMPLES, np.random.default_rng(0), STABILITY_EXHAUSTIVE_MAX))
-    if pairs[0][0] == "exhaustive":
-        return [("exhaustive", first)] + [p for p in pairs if p[1] != first]
-    structured = [p for p in pairs if p[0] != "random" and p[1] != first]
-    seen = {st for _, st in structured} | {first}
+def _point_windows(theta: np.ndarray, n: int, s: int) -> Iterator[tuple[int, ...]]:
+    """Straggler sets of s neighbouring points (sorted worker ids): for each window start in the order of
+    the points, nearest the two ends first (0, n-s, 1, n-s-1, ...: the worst sets sit at +-1), the block
+    and the sets with one or two holes inside a window of s+1 or s+2 (as
+    :func:`gcsim.schemes.patterns.near_contiguous_sets`, cyclically in point order); duplicates possible."""
+    if s == 0:
+        return
     order = np.argsort(np.asarray(theta), kind="stable")  # workers by their point, increasing
-    adjacent = [(ADJACENT_POINTS, first)]
-    for ranks in contiguous_sets(n, s) + near_contiguous_sets(n, s):
-        st = tuple(sorted(int(w) for w in order[list(ranks)]))
+    starts = dict.fromkeys(o % n for d in range(n) for o in (d, n - s - d))
+    for o in starts:
+        for h in range(3):
+            w = s + h
+            if w > n or (h and s < 2):
+                break
+            for holes in itertools.combinations(range(1, w - 1), h):
+                ranks = [(o + q) % n for q in range(w) if q not in holes]
+                yield tuple(sorted(int(x) for x in order[ranks]))
+
+
+def iter_guard_sets(theta: np.ndarray, n: int, s: int) -> Iterator[tuple[str, tuple[int, ...]]]:
+    """``(kind, straggler set)`` the construction guard decodes, lazily and without repeats, in order:
+    :func:`end_block`; the sets of neighbouring points nearest the ends first (:func:`_point_windows`,
+    kind :data:`ADJACENT_POINTS`); then, while C(n, s) <= STABILITY_EXHAUSTIVE_MAX, every other set (all of
+    kind ``exhaustive``); else the contiguous and near-contiguous sets in worker order
+    (:func:`gcsim.schemes.patterns.straggler_sets`) and STABILITY_SAMPLES random sets
+    (``numpy.random.default_rng(0)``; repeats of earlier sets kept, as there)."""
+    exhaustive = math.comb(n, s) <= STABILITY_EXHAUSTIVE_MAX
+    first = end_block(theta, s)
+    seen = {first}
+    yield ("exhaustive" if exhaustive else ADJACENT_POINTS), first
+    for st in _point_windows(theta, n, s):
         if st not in seen:
             seen.add(st)
-            adjacent.append((ADJACENT_POINTS, st))
-    return adjacent[:1] + structured + adjacent[1:] + [p for p in pairs if p[0] == "random"]
+            yield ("exhaustive" if exhaustive else ADJACENT_POINTS), st
+    for kind, st in straggler_sets(n, s, STABILITY_SAMPLES, np.random.default_rng(0), STABILITY_EXHAUSTIVE_MAX):
+        if kind == "random":
+            yield kind, st
+        elif st not in seen:
+            seen.add(st)
+            yield kind, st
+
+
+def guard_sets(theta: np.ndarray, n: int, s: int) -> list[tuple[str, tuple[int, ...]]]:
+    """Every ``(kind, straggler set)`` of :func:`iter_guard_sets`, as a list."""
+    return list(iter_guard_sets(theta, n, s))
 
 
 def decode_errors(W: np.ndarray, C: np.ndarray, n: int, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -403,27 +429,27 @@ def worst_decode(theta: np.ndarray, n: int, s: int, m: int, payload_dtype: str =
     with one_blas_thread():  # many small solves: multi-threaded BLAS only fights for the cores
         C = cce_coefficients(theta, n, s, m)
         dec = Decoder(theta, n, s, m)
-        first = end_block(theta, s)
-        # the end block alone first (advise screens it): where a refusal is usually decided, before the
-        # other sets are listed (~n s^2 of them, millions at large s)
-        pairs = [("exhaustive" if math.comb(n, s) <= STABILITY_EXHAUSTIVE_MAX else ADJACENT_POINTS, first)]
-        worst_r, worst_b, worst_i, tried = 0.0, -1.0, 0, 0
+        sets_iter = iter_guard_sets(theta, n, s)  # lazily: a refusal at large s stops before ~n s^2 sets exist
+        consumed: list[tuple[str, tuple[int, ...]]] = []
+        worst_r, worst_b, worst_i = 0.0, -1.0, 0
         batch = max(1, 1_000_000 // max(1, n * m * (s + m) * m))
-        start = 0
-        while start < len(pairs):
-            stop = min(len(pairs), start + (1 if start == 0 else batch))
-            sets = np.array([st for _, st in pairs[start:stop]], dtype=int).reshape(stop - start, s)
+        size = 1  # the end block alone first (advise screens it)
+        while True:
+            chunk = list(itertools.islice(sets_iter, size))
+            if not chunk:
+                break
+            start = len(consumed)
+            consumed += chunk
+            sets = np.array([st for _, st in chunk], dtype=int).reshape(len(chunk), s)
             res, amp = decode_errors(dec.weights(sets), C, n, s, m)
             bound = res + u * amp
-            tried = stop
             worst_r = max(worst_r, float(np.max(res)))
             if float(np.max(bound)) > worst_b:
                 worst_b, worst_i = float(np.max(bound)), start + int(np.argmax(bound))
             if worst_b > tolerance or worst_r > residual_tolerance:
                 break
-            if start == 0:
-                pairs = guard_sets(theta, n, s)  # the end block again first
-            start = stop
+            size = batch
+    pairs, tried = consumed, len(consumed)
     kinds = count_kinds(k for k, _ in pairs[:tried] if k != ADJACENT_POINTS)
     kinds[ADJACENT_POINTS] = sum(1 for k, _ in pairs[:tried] if k == ADJACENT_POINTS)
     out = (worst_r, worst_b, tuple(pairs[worst_i][1]), kinds)
