@@ -20,3 +20,32 @@ def test_fr_decodes_more_than_s_stragglers_when_every_group_arrives():
     g = {j: rng.standard_normal(5) for j in range(6)}
     payloads = {i: sch.encode(i, g) for i in d.used}
     np.testing.assert_allclose(sch.combine(d, payloads, 5), sum(g.values()), rtol=1e-12)
+
+
+def test_first_lookups_from_many_threads_see_every_builtin(tmp_path):
+    """The registry loads the built-in schemes on the first lookup; threads of one process (several
+    logical workers per Ray actor) that look up at once must all find them (a fresh interpreter, so
+    the first lookups race)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import threading
+        from gcsim.schemes.registry import scheme_class
+        barrier = threading.Barrier(16)
+        errors = []
+        def look():
+            barrier.wait()
+            try:
+                scheme_class("gc-fr")
+            except Exception as e:
+                errors.append(repr(e))
+        threads = [threading.Thread(target=look) for _ in range(16)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print(len(errors), errors[:1])
+    """)
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.startswith("0 "), out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from gcsim.errors import SchemeError
 from gcsim.schemes.base import Scheme
 
@@ -37,17 +39,28 @@ def make_scheme(name: str, n: int, s: int = 0, m: int = 1, seed: int = 0, payloa
 
 
 _loaded = False
+#: the built-ins load once, under this lock: threads of one process (several logical workers per Ray
+#: actor, ``gcsim real --workers-per-process``) may look a scheme up at the same time
+_LOAD_LOCK = threading.RLock()
+_loading = False
 
 
 def _load_builtin() -> None:
-    global _loaded
+    global _loaded, _loading
     if _loaded:
         return
-    _loaded = True
-    from gcsim.schemes._builtin import BUILTIN_SCHEMES
+    with _LOAD_LOCK:
+        if _loaded or _loading:  # another thread loaded them while this one waited; or this thread is
+            return               # loading them and an import inside looked a scheme up (re-entry)
+        _loading = True
+        try:
+            from gcsim.schemes._builtin import BUILTIN_SCHEMES
+        finally:
+            _loading = False
 
-    registered = dict(_REGISTRY)  # schemes a user registered before the first lookup come after the built-ins
-    _REGISTRY.clear()
-    for cls in BUILTIN_SCHEMES:
-        register(cls)
-    _REGISTRY.update({k: v for k, v in registered.items() if k not in _REGISTRY})
+        registered = dict(_REGISTRY)  # schemes a user registered before the first lookup come after the built-ins
+        _REGISTRY.clear()
+        for cls in BUILTIN_SCHEMES:
+            register(cls)
+        _REGISTRY.update({k: v for k, v in registered.items() if k not in _REGISTRY})
+        _loaded = True  # only now: a thread that sees True finds every built-in registered
