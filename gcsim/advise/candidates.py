@@ -268,9 +268,10 @@ class _CceCrFirstSet:
         self.theta = default_theta(n)  # CceCr's default points
 
     def refused(self, s: int, m: int, partitions: int = 6) -> str | None:
-        """The guard's refusal of (n, s, m) on its first set, judged from the rows of a few partitions
-        (the first and last each straggler holds, ``0``, ``n - 1``, then ``partitions`` spread ones, until
-        one shows it) of the decode's coefficient error, a lower bound on the guard's maximum; or None."""
+        """The guard's refusal of (n, s, m) on its first set, judged from the rows of a few partitions of
+        the decode's coefficient error, a lower bound on the guard's maximum; or None. Partitions, until
+        one shows it: those held first and last by the first and last four stragglers (their rows lose
+        holders), ``0``, ``n - 1``, ``partitions`` spread ones; then those of the other stragglers."""
         from gcsim.schemes.cce_cr import Decoder, end_block, partition_values
         n, d = self.n, s + m
         first = end_block(self.theta, s)
@@ -278,33 +279,37 @@ class _CceCrFirstSet:
         if not np.all(np.isfinite(W)):
             return f"scheme cce-cr: (n, s, m): stragglers {list(first)} decode with non-finite weights"
         late = set(first)
-        # partitions held by the stragglers first (their rows lose holders), then spread ones
-        order = [j for w in first for j in (w, (w + d - 1) % n)] + [0, n - 1, (s + n) // 2]
+        held = lambda ws: [j for w in ws for j in (w, (w + d - 1) % n)]  # noqa: E731
+        order = held(first[:4] + first[-4:]) + [0, n - 1, (s + n) // 2]
         order += np.linspace(0, n - 1, partitions).round().astype(int).tolist()
+        stages = [list(dict.fromkeys(order))]
+        stages.append([j for j in dict.fromkeys(held(first[4:-4])) if j not in set(stages[0])])
         sl = _slack(n)
         u = UNIT_ROUNDOFF[self.dtype] + UNIT_ROUNDOFF["float64"]
         res_lo, norms2 = 0.0, np.zeros(n)
-        js = list(dict.fromkeys(order))
-        values = partition_values(self.theta, n, s, m, js)  # (K, d, m): p_j^(v)(theta_i), holders i = j - q
-        for j, vals in zip(js, values):
-            holders = (j - np.arange(d)) % n
-            keep = np.array([h not in late for h in holders.tolist()])  # arrived holders
-            if not keep.any():
-                continue
-            h, C = holders[keep], vals[keep]  # (h,), (h, m): the guard's C[i, j, v]
-            Wr = W[h]  # (h, m)
-            E = Wr.T @ C  # (m, m): the guard's E[u, j, v]
-            # slack: the guard's own sum over the holders, and its C computed by the same function
-            slack = sl * (np.abs(Wr).T @ (np.abs(C) * (1 + 2 * sl)) + 1.0)
-            res_lo = max(res_lo, float(np.max(np.abs(E - np.eye(m)) * (1 - sl) - slack)))
-            Clo = np.abs(C) * (1 - 2 * sl)  # |the guard's C| is at least this
-            norms2[h] += np.sum(Clo * Clo, axis=1)
-            amp_lo = float(np.max(np.abs(W).T @ np.sqrt(norms2))) / math.sqrt(n) * (1 - 4 * sl)
-            bound_lo = max(res_lo, 0.0) + u * amp_lo
-            if not (math.isfinite(res_lo) and math.isfinite(bound_lo)) or _over(res_lo, bound_lo, 0.0, 0.0, self.dtype):
-                return (f"scheme cce-cr: (n, s, m): expected a combination whose worst-case decode error in "
-                        f"{self.dtype} is <= {ERROR_TOLERANCE[self.dtype]:g} (stragglers {list(first)} give residual >= "
-                        f"{res_lo:.1e}, error bound >= {bound_lo:.1e}; screened by advise on the guard's first set)")
+        for js in (st for st in stages if st):
+            values = partition_values(self.theta, n, s, m, js)  # (K, d, m): p_j^(v)(theta_i), holders j - q
+            for j, vals in zip(js, values):
+                holders = (j - np.arange(d)) % n
+                keep = np.array([h not in late for h in holders.tolist()])  # arrived holders
+                if not keep.any():
+                    continue
+                h, C = holders[keep], vals[keep]  # (h,), (h, m): the guard's C[i, j, v]
+                Wr = W[h]  # (h, m)
+                E = Wr.T @ C  # (m, m): the guard's E[u, j, v]
+                # slack: the guard's own sum over the holders, and its C computed by the same function
+                slack = sl * (np.abs(Wr).T @ (np.abs(C) * (1 + 2 * sl)) + 1.0)
+                res_lo = max(res_lo, float(np.max(np.abs(E - np.eye(m)) * (1 - sl) - slack)))
+                Clo = np.abs(C) * (1 - 2 * sl)  # |the guard's C| is at least this
+                norms2[h] += np.sum(Clo * Clo, axis=1)
+                amp_lo = float(np.max(np.abs(W).T @ np.sqrt(norms2))) / math.sqrt(n) * (1 - 4 * sl)
+                bound_lo = max(res_lo, 0.0) + u * amp_lo
+                if not (math.isfinite(res_lo) and math.isfinite(bound_lo)) or _over(res_lo, bound_lo, 0.0, 0.0,
+                                                                                     self.dtype):
+                    return (f"scheme cce-cr: (n, s, m): expected a combination whose worst-case decode error in "
+                            f"{self.dtype} is <= {ERROR_TOLERANCE[self.dtype]:g} (stragglers {list(first)} give "
+                            f"residual >= {res_lo:.1e}, error bound >= {bound_lo:.1e}; screened by advise on the "
+                            f"guard's first set)")
         return None
 
 

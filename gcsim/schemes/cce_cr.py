@@ -52,6 +52,7 @@ Constraints: ``0 <= s < n``, ``m >= 1``, ``d = s + m <= n``, worst-case decode e
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Iterator
@@ -210,8 +211,9 @@ def partition_values(theta: np.ndarray, n: int, s: int, m: int, js) -> np.ndarra
     v1 = np.ones_like(x)
     if nd >= 1:
         roots = theta[(js[:, None] + np.arange(1, nd + 1)[None, :]) % n]  # (K, nd)
-        for q in range(d):  # one holder at a time: a (K, nd) temporary
-            v1[:, q] = np.prod(2.0 * (x[:, q, None] - roots), axis=1) / 2.0
+        step = max(1, 2_000_000 // max(1, js.size * nd))  # holders per (K, step, nd) temporary
+        for q in range(0, d, step):
+            v1[:, q: q + step] = np.prod(2.0 * (x[:, q: q + step, None] - roots[:, None, :]), axis=2) / 2.0
     A = _r_from_window(_top_window(theta, n, s, m, js), nd, m)  # (K, m, m)
     r = np.stack([cheb.chebval(x, A[:, :, u].T[:, :, None], tensor=False) for u in range(m)], axis=-1)  # (K, d, m)
     return v1[:, :, None] * r
@@ -246,7 +248,7 @@ class Decoder:
         self.r, self.nd = n - s, n - s - m
         self.orthogonal = is_chebyshev_set(self.theta)
         if self.orthogonal:
-            G = chebyshev_values(self.theta)  # (n, n)
+            G = _chebyshev_values_cached(self.theta.tobytes())  # (n, n)
             D = np.full(n, n / 2.0)
             D[0] = float(n)
             self._Gk = G[:, self.nd: self.r] / D[self.nd: self.r]  # (n, m)
@@ -307,6 +309,14 @@ def chebyshev_values(theta: np.ndarray) -> np.ndarray:
     return np.cos(np.pi * a / (2 * n))
 
 
+@functools.lru_cache(maxsize=2)
+def _chebyshev_values_cached(theta_bytes: bytes) -> np.ndarray:
+    """:func:`chebyshev_values` of the points given as float64 bytes, for the few point sets in use (read-only)."""
+    G = chebyshev_values(np.frombuffer(theta_bytes, dtype=np.float64))
+    G.flags.writeable = False
+    return G
+
+
 def _solve(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Batched solve; NaN for a batch containing a singular matrix (then row by row)."""
     try:
@@ -348,15 +358,17 @@ def _point_windows(theta: np.ndarray, n: int, s: int) -> Iterator[tuple[int, ...
     if s == 0:
         return
     order = np.argsort(np.asarray(theta), kind="stable")  # workers by their point, increasing
-    starts = dict.fromkeys(o % n for d in range(n) for o in (d, n - s - d))
-    for o in starts:
-        for h in range(3):
-            w = s + h
-            if w > n or (h and s < 2):
-                break
-            for holes in itertools.combinations(range(1, w - 1), h):
-                ranks = [(o + q) % n for q in range(w) if q not in holes]
-                yield tuple(sorted(int(x) for x in order[ranks]))
+    offsets = [np.arange(s)]
+    for h in (1, 2):
+        w = s + h
+        if w > n or s < 2:
+            break
+        offsets += [np.array([q for q in range(w) if q not in holes])
+                    for holes in itertools.combinations(range(1, w - 1), h)]
+    offsets = np.stack(offsets)  # (variants, s), block first
+    for o in dict.fromkeys(o % n for d in range(n) for o in (d, n - s - d)):
+        for row in np.sort(order[(o + offsets) % n], axis=1).tolist():
+            yield tuple(row)
 
 
 def iter_guard_sets(theta: np.ndarray, n: int, s: int) -> Iterator[tuple[str, tuple[int, ...]]]:
@@ -396,10 +408,13 @@ def decode_errors(W: np.ndarray, C: np.ndarray, n: int, s: int, m: int) -> tuple
     idx = (js[None, :] - np.arange(d)[:, None]) % n  # (d, n): holders of j
     Cg = C[idx, js[None, :]]  # (d, n, m)
     norms = np.sqrt(np.einsum("ijv,ijv->i", C, C))
+    P = W.shape[0]
     with np.errstate(all="ignore"):
-        E = np.einsum("pqju,qjv->pujv", W[:, idx], Cg)  # (P, m, n, m)
-        E[:, np.arange(m), :, np.arange(m)] -= 1.0
-        res = np.max(np.abs(E), axis=(1, 2, 3))
+        # per partition j one (P m x d) @ (d x m) product over its d holders
+        Wg = np.ascontiguousarray(np.transpose(W[:, idx], (2, 0, 3, 1))).reshape(n, P * m, d)
+        E = (Wg @ np.ascontiguousarray(np.transpose(Cg, (1, 0, 2)))).reshape(n, P, m, m)  # E[j, p, u, v]
+        E[:, :, np.arange(m), np.arange(m)] -= 1.0
+        res = np.max(np.abs(E), axis=(0, 2, 3))
         amp = np.max(np.einsum("piu,i->pu", np.abs(W), norms), axis=1) / math.sqrt(n)
     res = np.where(np.isfinite(res), res, np.inf)
     amp = np.where(np.isfinite(amp), amp, np.inf)
