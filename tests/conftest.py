@@ -24,7 +24,8 @@ if str(TESTS_DIR) not in sys.path:  # ``from factories import ...`` under any --
 #: test modules whose tests run on a Ray cluster the module starts (``ray.init`` or
 #: ``ray.cluster_utils.Cluster`` in a module-scoped fixture).
 RAY_MODULES = frozenset({"test_real_master.py", "test_real_run.py", "test_study.py", "test_real_cluster.py",
-                         "test_sweep_ray.py", "test_allreduce.py", "test_real_multiworker.py"})
+                         "test_sweep_ray.py", "test_allreduce.py", "test_real_multiworker.py",
+                         "test_real_cluster_auth.py"})
 
 
 def pytest_configure(config: pytest.Config) -> None:

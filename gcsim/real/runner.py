@@ -125,7 +125,12 @@ def ray_session(cfg: RealConfig):
             check_reachable(cfg.address, cfg.connect_timeout_s)
         try:
             if cfg.address:
-                ray.init(address=cfg.address, **kwargs)
+                # a loopback head (127.x, localhost): without Ray's "local clusters only" switch Ray 2.60
+                # replaced the host by this machine's outward IP, where nothing answered, and retried forever
+                host = cfg.address.rpartition(":")[0].strip("[]")
+                loopback = host in ("localhost", "::1") or host.startswith("127.")
+                with loopback_only() if loopback else contextlib.nullcontext():
+                    ray.init(address=cfg.address, **kwargs)
             else:
                 # short path: Ray's socket paths under it must stay below the 107-byte unix limit
                 temp_dir = tempfile.mkdtemp(prefix="gcsim-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
@@ -137,7 +142,11 @@ def ray_session(cfg: RealConfig):
                 shutil.rmtree(temp_dir, ignore_errors=True)
             first = (str(e).strip().splitlines() or [""])[0]
             if cfg.address:
-                if "auth" in f"{type(e).__name__} {e}".lower():
+                # Ray 2.60 says only "Failed to connect" when the GCS refused a driver without the token (the
+                # reason, InvalidAuthToken, is in its log); the port answered (check_reachable), so without
+                # token mode here a refused token is the likely cause
+                no_token = os.environ.get("RAY_AUTH_MODE", "").lower() != "token"
+                if "auth" in f"{type(e).__name__} {e}".lower() or (no_token and isinstance(e, ConnectionError)):
                     raise ConfigError("--address", message=(
                         f"--address: expected a Ray cluster this client may join, got {cfg.address!r}, which "
                         f"requires token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the "
