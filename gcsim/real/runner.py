@@ -146,10 +146,14 @@ def ray_session(cfg: RealConfig):
                 # reason, InvalidAuthToken, is in its log); the port answered (check_reachable), so without
                 # token mode here a refused token is the likely cause
                 no_token = os.environ.get("RAY_AUTH_MODE", "").lower() != "token"
-                if "auth" in f"{type(e).__name__} {e}".lower() or (no_token and isinstance(e, ConnectionError)):
+                said_auth = "auth" in f"{type(e).__name__} {e}".lower()
+                if said_auth or (no_token and isinstance(e, ConnectionError)):
+                    why = ("requires token authentication" if said_auth else
+                           f"answered but refused this client ({type(e).__name__}: {first[:80]}), most likely "
+                           f"because it requires token authentication")
                     raise ConfigError("--address", message=(
                         f"--address: expected a Ray cluster this client may join, got {cfg.address!r}, which "
-                        f"requires token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the "
+                        f"{why}: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the "
                         f"cluster's token> (or put it in ~/.ray/auth_token or RAY_AUTH_TOKEN_PATH)")) from None
                 raise ConfigError("--address", message=(
                     f"--address: expected the address of a running Ray cluster, got {cfg.address!r} "
