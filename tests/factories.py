@@ -189,3 +189,20 @@ def zip_folder(folder: Path, zip_path: Path, prefix: str = "cifar10/") -> Path:
             if p.is_file():
                 zf.write(p, prefix + p.relative_to(folder).as_posix())
     return zip_path
+
+
+class FixedDelays:
+    """Straggler stub for the real executor's tests: ``delays[iteration]`` maps worker -> delay seconds
+    (others 0), slowdown 1, for ``n_workers`` workers (the :class:`gcsim.stragglers.Stragglers` interface)."""
+
+    def __init__(self, n_workers: int, delays: dict[int, dict[int, float]]):
+        self.n_workers = n_workers
+        self.delays = delays
+
+    def draw(self, iteration):
+        from gcsim.stragglers import StragglerDraw
+
+        d = np.zeros(self.n_workers)
+        for w, v in self.delays.get(iteration, {}).items():
+            d[w] = v
+        return StragglerDraw(delay_s=d, slowdown=np.ones(self.n_workers), slow=np.zeros(self.n_workers, dtype=bool))

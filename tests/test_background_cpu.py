@@ -120,25 +120,32 @@ def test_session_cpu_counts_this_session_and_not_another():
     import subprocess
     import sys
 
-    own0, me0 = session_cpu_s(), process_cpu_s(os.getpid())
-    # live children (a finished process's CPU leaves /proc): one in this session, one in its own
-    p = subprocess.Popen([sys.executable, "-c", _SPIN + "\nimport time; time.sleep(5)"])
-    other = subprocess.Popen([sys.executable, "-c", _SPIN + "\nimport time; time.sleep(5)"], start_new_session=True)
-    try:
-        time.sleep(1.5)  # both have spun their 0.4 s and now sleep
-        own1 = session_cpu_s()
-        mine = process_cpu_s(os.getpid()) - me0
-        assert own1 - own0 >= 0.35 + mine - 0.05  # the same-session child's spin and this process
-        other_sid = os.getsid(other.pid)
-        assert other_sid != os.getsid(0)
-        assert 0.35 <= session_cpu_s(other_sid) <= 1.5  # the other session holds only its spinner
-        # the other session's 0.4 s spin is not in this session's sum (slack: other processes of
-        # this session, e.g. the test runner's own threads, and clock ticks)
-        assert own1 - own0 - mine - process_cpu_s(p.pid) < 0.3
-    finally:
-        for proc in (p, other):
-            proc.kill()
-            proc.wait()
+    # Another process of this session that exits inside the window takes its CPU out of the live sum
+    # (a shell's jobs, Ray processes of an earlier test module being torn down); that is not what is
+    # tested, so a window in which this session's sum fell is measured again (at most 3 tries).
+    for attempt in range(3):
+        own0, me0 = session_cpu_s(), process_cpu_s(os.getpid())
+        # live children (a finished process's CPU leaves /proc): one in this session, one in its own
+        p = subprocess.Popen([sys.executable, "-c", _SPIN + "\nimport time; time.sleep(5)"])
+        other = subprocess.Popen([sys.executable, "-c", _SPIN + "\nimport time; time.sleep(5)"], start_new_session=True)
+        try:
+            time.sleep(1.5)  # both have spun their 0.4 s and now sleep
+            own1 = session_cpu_s()
+            mine = process_cpu_s(os.getpid()) - me0
+            if own1 - own0 < mine and attempt < 2:
+                continue  # some other process of this session exited meanwhile: measure again
+            assert own1 - own0 >= 0.35 + mine - 0.05  # the same-session child's spin and this process
+            other_sid = os.getsid(other.pid)
+            assert other_sid != os.getsid(0)
+            assert 0.35 <= session_cpu_s(other_sid) <= 1.5  # the other session holds only its spinner
+            # the other session's 0.4 s spin is not in this session's sum (slack: other processes of
+            # this session, e.g. the test runner's own threads, and clock ticks)
+            assert own1 - own0 - mine - process_cpu_s(p.pid) < 0.3
+            break
+        finally:
+            for proc in (p, other):
+                proc.kill()
+                proc.wait()
     assert autogroup_enabled() in (True, False, None)
 
 

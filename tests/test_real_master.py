@@ -24,7 +24,7 @@ from gcsim.real.master import ParameterServer, WorkerPool  # noqa: E402
 from gcsim.real.model import build_model, get_flat_weights, num_parameters, slice_gradient  # noqa: E402
 from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes  # noqa: E402
 from gcsim.schemes import make_scheme, scheme_class, scheme_names  # noqa: E402
-from gcsim.stragglers import StragglerDraw  # noqa: E402
+from factories import FixedDelays  # noqa: E402
 
 N = 6
 BATCH = 26  # uneven slices: 5, 5, 4, 4, 4, 4
@@ -34,19 +34,6 @@ DELAY_S = 1.5
 HOLD_S = 600.0
 #: drain() timeout: it returns as soon as nothing is outstanding, so a generous bound costs nothing.
 DRAIN_S = 120.0
-
-
-class FixedDelays:
-    """Straggler stub: ``delays[iteration]`` maps worker -> delay seconds (others 0), slowdown 1."""
-
-    def __init__(self, delays: dict[int, dict[int, float]]):
-        self.delays = delays
-
-    def draw(self, iteration):
-        d = np.zeros(N)
-        for w, v in self.delays.get(iteration, {}).items():
-            d[w] = v
-        return StragglerDraw(delay_s=d, slowdown=np.ones(N), slow=np.zeros(N, dtype=bool))
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +102,7 @@ def test_decoded_gradient_equals_full_batch_gradient(cluster, name, s, m):
     shards = _setup(pool, images, labels, scheme)
     # straggler patterns (one per iteration): none, then s delayed workers at several positions
     patterns = [set()] + [set((first + 2 * i) % N for i in range(s)) for first in (0, 3, 5)] if s else [set()]
-    ps = _server(pool, scheme, FixedDelays({t: {w: HOLD_S for w in pat} for t, pat in enumerate(patterns)}))
+    ps = _server(pool, scheme, FixedDelays(N, {t: {w: HOLD_S for w in pat} for t, pat in enumerate(patterns)}))
     model = build_model("small-cnn", seed=SEED, dtype="float64")
     weights = get_flat_weights(model)
     for t, pat in enumerate(patterns):
@@ -141,7 +128,7 @@ def test_injected_delay_tolerated_vs_uncoded(cluster):
     pool, images, labels = cluster
     durations = {}
     for name, s, m, delay in (("cce-fr", 1, 2, HOLD_S), ("uncoded", 0, 1, DELAY_S)):
-        delays = FixedDelays({t: {1: delay} for t in range(2)})
+        delays = FixedDelays(N, {t: {1: delay} for t in range(2)})
         scheme = make_scheme(name, N, s, m)
         _setup(pool, images, labels, scheme, dtype="float32")
         ps = _server(pool, scheme, delays)
@@ -180,7 +167,7 @@ def test_carry_over_starts_next_iteration_late(cluster):
     starts = {}
     for policy in ("carry-over", "cancel"):
         delay = 1.0 if policy == "carry-over" else HOLD_S
-        ps = _server(pool, scheme, FixedDelays({0: {2: delay}, 1: {3: delay}}), policy=policy)
+        ps = _server(pool, scheme, FixedDelays(N, {0: {2: delay}, 1: {3: delay}}), policy=policy)
         for t in range(2):
             ps.step(t, weights)
             ps.end_iteration()
@@ -259,7 +246,7 @@ def test_lost_payload_is_decoded_from_a_survivor_that_arrived_in_the_same_batch(
     scheme = make_scheme("gc-fr", N, 1, 1)
     shards = _setup(pool, images, labels, scheme)
     late = {w: 0.4 for w in (1, 3, 5)}
-    ps = _LosePayloads(pool, scheme, FixedDelays({0: late}), policy="cancel", scheme_label="gc-fr", t0=time.time(),
+    ps = _LosePayloads(pool, scheme, FixedDelays(N, {0: late}), policy="cancel", scheme_label="gc-fr", t0=time.time(),
                        slice_sizes=slice_sizes(BATCH, scheme.k), n_params=num_parameters(build_model("small-cnn")),
                        lose={0: 1}, after_dispatch=lambda it, pool: time.sleep(3.0))
     model = build_model("small-cnn", seed=SEED, dtype="float64")
@@ -283,7 +270,7 @@ def test_lost_payload_within_s_is_decoded_from_survivors_beyond_s_fails(cluster)
     scheme = make_scheme("gc-fr", N, 1, 1)
     shards = _setup(pool, images, labels, scheme)
     deaths = []
-    ps = _LosePayloads(pool, scheme, FixedDelays({}), policy="cancel", scheme_label="gc-fr", t0=time.time(),
+    ps = _LosePayloads(pool, scheme, FixedDelays(N, {}), policy="cancel", scheme_label="gc-fr", t0=time.time(),
                        slice_sizes=slice_sizes(BATCH, scheme.k), n_params=num_parameters(build_model("small-cnn")),
                        lose={1: 1, 2: 1}, on_death=lambda w, t, c: deaths.append((w, t, c)))
     model = build_model("small-cnn", seed=SEED, dtype="float64")

@@ -33,24 +33,11 @@ from gcsim.real.master import ParameterServer, WorkerPool, fit_worker_cpus, reso
 from gcsim.real.model import build_model, get_flat_weights, num_parameters, slice_gradient  # noqa: E402
 from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes  # noqa: E402
 from gcsim.schemes import make_scheme  # noqa: E402
-from gcsim.stragglers import StragglerDraw  # noqa: E402
+from factories import FixedDelays  # noqa: E402
 
 N, K, BATCH, SEED = 4, 2, 18, 3
 HOLD_S = 600.0
 DRAIN_S = 120.0
-
-
-class FixedDelays:
-    """Straggler stub: ``delays[iteration]`` maps worker -> delay seconds (others 0), slowdown 1."""
-
-    def __init__(self, delays: dict[int, dict[int, float]]):
-        self.delays = delays
-
-    def draw(self, iteration):
-        d = np.zeros(N)
-        for w, v in self.delays.get(iteration, {}).items():
-            d[w] = v
-        return StragglerDraw(delay_s=d, slowdown=np.ones(N), slow=np.zeros(N, dtype=bool))
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +83,7 @@ def test_k_workers_share_a_process_decode_exactly_and_cancel(data):
         # gc-fr groups {0, 1}, {2, 3}; iteration 0: workers 1 and 3 held (cancelled); iteration 1: 0 and 2
         # held, so 1's and 3's next calls are needed: they only run if the cancels freed their threads;
         # iteration 2: nobody held
-        ps = _server(pool, scheme, FixedDelays({0: {1: HOLD_S, 3: HOLD_S}, 1: {0: HOLD_S, 2: HOLD_S}}))
+        ps = _server(pool, scheme, FixedDelays(N, {0: {1: HOLD_S, 3: HOLD_S}, 1: {0: HOLD_S, 2: HOLD_S}}))
         model = build_model("small-cnn", seed=SEED, dtype="float64")
         weights = get_flat_weights(model)
         for t in range(3):
@@ -129,7 +116,7 @@ def test_a_process_death_loses_all_its_workers(data):
     scheme = make_scheme("gc-fr", N, 1, 1)
     pool, _ = _pool(images, labels, scheme)
     try:
-        ps = _server(pool, scheme, FixedDelays({}), after_dispatch=lambda it, p: p.kill(0) if it == 1 else None)
+        ps = _server(pool, scheme, FixedDelays(N, {}), after_dispatch=lambda it, p: p.kill(0) if it == 1 else None)
         weights = get_flat_weights(build_model("small-cnn", seed=SEED, dtype="float64"))
         ps.step(0, weights)
         ps.end_iteration()
