@@ -77,9 +77,11 @@ def trace_overheads(run_dir: Path, warmup: int) -> tuple[pd.DataFrame, dict]:
     """
     import yaml
 
-    cfg = yaml.safe_load((run_dir / "real.yaml").read_text())
     scenario = yaml.safe_load((run_dir / "config.yaml").read_text())
-    scheme = make_scheme(cfg["scheme"], cfg["n_workers"], cfg["s"], cfg["m"], cfg.get("scheme_seed", 0))
+    entry = scenario["schemes"][0]  # the run facts live in config.yaml (real.yaml: the options)
+    cfg = {**yaml.safe_load((run_dir / "real.yaml").read_text()), "scheme": entry["name"],
+           "n_workers": scenario["n_workers"], "s": entry.get("s", 0), "m": entry.get("m", 1)}
+    scheme = make_scheme(cfg["scheme"], cfg["n_workers"], cfg["s"], cfg["m"], entry.get("seed", 0))
     its = pd.read_csv(run_dir / "iterations.csv")
     wks = pd.read_csv(run_dir / "workers.csv")
     rows = []
@@ -213,14 +215,14 @@ def main() -> None:
             batch = args.batch_size or (48 if args.tiny else None)
             total = args.warmup + args.iterations
             wpp = int(args.workers_per_process) if args.workers_per_process.isdigit() else args.workers_per_process
-            cfg, sc = resolve_config(args.scheme, args.scenario, iterations=total, data_dir=data_dir,
-                                     batch_size=batch, eval_every=total, checkpoint_every=total,
-                                     n_workers=args.n, s=args.s, workers_per_process=wpp)
+            cfg = resolve_config(args.scheme, args.scenario, iterations=total, data_dir=data_dir,
+                                 batch_size=batch, eval_every=total, checkpoint_every=total,
+                                 n_workers=args.n, s=args.s, workers_per_process=wpp)
             run_dir = Path(args.keep) if args.keep else tmp / "run"
             ray.init(num_cpus=cfg.n_workers, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.ERROR)
             t0 = time.monotonic()
-            run_real(cfg, sc, run_dir, progress=False)
+            run_real(cfg, run_dir, progress=False)
             print(f"gcsim real --scheme {cfg.scheme}: {total} iterations in {time.monotonic() - t0:.1f} s "
                   f"(n={cfg.n_workers}, s={cfg.s}, m={cfg.m}, {'tiny synthetic' if args.tiny else 'CIFAR-10'} data)")
         else:

@@ -77,7 +77,6 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="CSV of the per-process rows")
     args = ap.parse_args(argv)
 
-    from gcsim.real.config import RealConfig
     from gcsim.real.master import WorkerPool
     from gcsim.real.runner import ray_session
     from gcsim.real.sampling import shard_indices
@@ -85,11 +84,10 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(args.images, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, 10, size=args.images).astype(np.int64)
-    cfg = RealConfig(scheme=args.scheme, n_workers=args.n, s=args.s)
     k = args.workers_per_process
     t0 = time.monotonic()
     load0, avail0 = os.getloadavg()[0], available_mb()
-    with ray_session(cfg):
+    with ray_session(num_cpus=args.n):
         pool = WorkerPool(args.n, num_cpus=min(1.0, (os.cpu_count() or 1) / args.n), workers_per_process=k)
         try:
             shards = shard_indices(len(labels), args.n, 0)

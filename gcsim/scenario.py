@@ -43,11 +43,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, V
 from gcsim.streams import MAX_WORKERS
 from gcsim.errors import ConfigError, SchemeError
 from gcsim.latency import ConstantSpec, DistSpec
-from gcsim.validation import (GivenLabel as _GivenLabel, NonNegFinite, NonNegInt, PosFinite, PosInt, Probability,
+from gcsim.validation import (GivenLabel as _GivenLabel, NonNegFinite, NonNegInt, Policy, PosFinite, PosInt, Probability,
                               SpecFieldError)
 from gcsim.validation import config_error_from_validation as _config_error
 
-POLICIES = ("cancel", "carry-over")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: Longest scenario name (it names run directories: ``<name>-<UTC timestamp>``).
 MAX_NAME_LENGTH = 100
@@ -228,7 +227,7 @@ class Scenario(_Model):
     workload: Workload
     network: Network = Field(default_factory=Network)
     stragglers: Stragglers = Field(default_factory=Stragglers)
-    policy: Literal["cancel", "carry-over"] = "cancel"
+    policy: Policy = "cancel"
     cancel_latency_s: NonNegFinite = 0.0
     #: when a cancelled worker stops: ``immediate`` (at the cancel), or ``partition`` (a worker computing
     #: a partition finishes it first, as the real executor's workers do; one in its delay stops at once).

@@ -14,7 +14,7 @@ by reading the union's own ``Tag`` annotations (no table to keep in step).
 from __future__ import annotations
 
 import typing
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StrictInt, Tag, ValidationError
 
@@ -28,6 +28,13 @@ PosFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0, le=1)]
 NonNegInt = Annotated[StrictInt, Field(ge=0)]
 PosInt = Annotated[StrictInt, Field(ge=1)]
+
+#: What a worker's stale work does when the master has moved on: ``cancel`` (interrupted) or
+#: ``carry-over`` (finishes, and the worker starts the next iteration late). The one declaration:
+#: the scenario's ``policy`` field and ``gcsim real --policy`` (a click Choice of :data:`POLICIES`) use it.
+Policy = Literal["cancel", "carry-over"]
+#: The allowed values of :data:`Policy`, in order.
+POLICIES: tuple[str, ...] = typing.get_args(Policy)
 
 
 class SpecFieldError(ValueError):
@@ -158,5 +165,5 @@ def _unwrap(t: Any) -> Any:
             return t
 
 
-__all__ = ["GivenLabel", "MISSING", "NonNegFinite", "NonNegInt", "PosFinite", "PosInt", "Probability", "SpecFieldError",
-           "TAG_PREFIX", "config_error_from_validation"]
+__all__ = ["GivenLabel", "MISSING", "NonNegFinite", "NonNegInt", "POLICIES", "Policy", "PosFinite", "PosInt", "Probability",
+           "SpecFieldError", "TAG_PREFIX", "config_error_from_validation"]

@@ -50,11 +50,11 @@ def env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(env, module_ray):
-    cfg, scenario = resolve_allreduce_config(env / "tiny.yaml", batch_size=BATCH, eval_every=2,
-                                             data_dir=str(env / "data"), dtype="float64")
-    res = run_allreduce(cfg, scenario, env / "run", progress=False)
+    spec = resolve_allreduce_config(env / "tiny.yaml", batch_size=BATCH, eval_every=2,
+                                    data_dir=str(env / "data"), dtype="float64")
+    res = run_allreduce(spec, env / "run", progress=False)
     assert res.status == "finished" and res.iterations_done == ITERS
-    return env / "run", cfg, scenario
+    return env / "run", spec, spec.scenario
 
 
 def _header(path):
@@ -106,28 +106,29 @@ def test_injected_delays_are_the_keyed_draws(run):
 
 
 def test_model_equals_single_process_reference(run, env):
-    path, cfg, _ = run
+    path, spec, _ = run
+    cfg, seed = spec.options, spec.seed
     ckpt = torch.load(path / "checkpoint.pt", map_location="cpu", weights_only=True)
     assert ckpt["next_iteration"] == ITERS
     assert read_run_dir(path).meta["replica_max_abs_diff"] == 0.0  # every rank holds the same model
-    got = build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype)
+    got = build_model(cfg.model, seed=seed, dtype=cfg.dtype)
     got.load_state_dict(ckpt["model"])
     # reference: one process, the same global mini-batch per iteration (uncoded's n partitions), same SGD
     x, y = load_split(env / "data", train=True)
-    shards = shard_indices(len(y), N, cfg.seed)
+    shards = shard_indices(len(y), N, seed)
     sizes = slice_sizes(cfg.batch_size, N)
-    ref = build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype)
+    ref = build_model(cfg.model, seed=seed, dtype=cfg.dtype)
     opt = torch.optim.SGD(ref.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     for t in range(ITERS):
         total = 0.0
         for j in range(N):
-            pos = slice_positions(len(shards[j]), int(sizes[j]), cfg.seed, t, j)
+            pos = slice_positions(len(shards[j]), int(sizes[j]), seed, t, j)
             g, _ = slice_gradient(ref, x[shards[j]][pos], y[shards[j]][pos], cfg.batch_size)
             total = total + g.astype(np.float64)
         set_flat_grad(ref, total)
         opt.step()
     w_ref, w_got = get_flat_weights(ref), get_flat_weights(got)
-    assert np.abs(w_got - get_flat_weights(build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype))).max() > 1e-6
+    assert np.abs(w_got - get_flat_weights(build_model(cfg.model, seed=seed, dtype=cfg.dtype))).max() > 1e-6
     np.testing.assert_allclose(w_got, w_ref, rtol=0, atol=1e-10)
 
 

@@ -162,7 +162,7 @@ def test_session_cpu_keeps_the_cpu_of_children_that_exited():
 
 
 def test_cpu_load_splits_this_session_from_the_others():
-    from gcsim.real.runner import _cpu_load_between
+    from gcsim.real.hostcpu import cpu_load_between as _cpu_load_between
 
     tck = os.sysconf("SC_CLK_TCK")
     cores = os.cpu_count()

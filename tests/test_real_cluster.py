@@ -152,9 +152,9 @@ def _config(cluster, **over):
 def test_one_node_lost_within_s_the_run_finishes_and_says_so(cluster):
     _nodes(cluster, N)
     hook, killed = _kill_nodes_of(cluster, [1], at_iteration=3)
-    cfg, scenario = _config(cluster, iterations=LONG)
+    spec = _config(cluster, iterations=LONG)
     out = cluster.root / "lose-one"
-    res = run_real(cfg, scenario, out, progress=False, hooks=RunHooks(after_dispatch=hook))
+    res = run_real(spec, out, progress=False, hooks=RunHooks(after_dispatch=hook))
     assert killed and res.status == "finished" and res.iterations_done == LONG
     run = read_run_dir(out)
     assert run.iterations.iteration.tolist() == list(range(LONG))  # no iteration lost
@@ -170,10 +170,10 @@ def test_two_nodes_lost_with_s_1_fail_cleanly_and_resume_finishes_on_the_rest(cl
     _nodes(cluster, N)
     kill_two, killed = _kill_nodes_of(cluster, [0, 1], at_iteration=3)
 
-    cfg, scenario = _config(cluster)
+    spec = _config(cluster)
     out = cluster.root / "lose-two"
     with pytest.raises(RunFailedError, match=r"--resume"):
-        run_real(cfg, scenario, out, progress=False, hooks=RunHooks(after_dispatch=kill_two))
+        run_real(spec, out, progress=False, hooks=RunHooks(after_dispatch=kill_two))
     rd = RealRunDir(out)
     status = rd.read_status()
     assert status["status"] == "failed" and status["reason"]

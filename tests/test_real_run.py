@@ -59,8 +59,9 @@ def _csv_header(path):
 
 
 def test_run_writes_the_trace_format(env):
-    cfg, scenario = _config(env)
-    res = run_real(cfg, scenario, env / "run1", progress=False)
+    spec = _config(env)
+    scenario = spec.scenario
+    res = run_real(spec, env / "run1", progress=False)
     assert res.status == "finished" and res.iterations_done == ITERS
     run = read_run_dir(env / "run1")  # the comparator's reader validates the whole directory
     assert run.executor == "real" and run.schemes == ["gc-fr"] and run.n_workers == N
@@ -124,8 +125,8 @@ def test_up_to_s_dead_workers_do_not_stop_the_run(env):
         if it == 2:
             pool.kill(1)
 
-    cfg, scenario = _config(env)
-    res = run_real(cfg, scenario, env / "run2", progress=False, hooks=RunHooks(after_dispatch=kill_one))
+    spec = _config(env)
+    res = run_real(spec, env / "run2", progress=False, hooks=RunHooks(after_dispatch=kill_one))
     assert res.status == "finished" and res.iterations_done == ITERS
     wk = read_run_dir(env / "run2").workers
     dead = wk[(wk.worker == 1) & (wk.iteration >= 2)]
@@ -140,9 +141,9 @@ def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
             pool.kill(0)
             pool.kill(2)
 
-    cfg, scenario = _config(env)
+    spec = _config(env)
     with pytest.raises(RunFailedError, match=r"iteration 3: 2 workers lost .* more than the s=1"):
-        run_real(cfg, scenario, env / "run3", progress=False, hooks=RunHooks(after_dispatch=kill_two))
+        run_real(spec, env / "run3", progress=False, hooks=RunHooks(after_dispatch=kill_two))
     rd = RealRunDir(env / "run3")
     status = rd.read_status()
     assert status["status"] == "failed" and "2 workers lost" in status["reason"]

@@ -78,10 +78,12 @@ def test_sampling_shards_and_slices():
 
 
 def test_resolve_config_takes_defaults_from_the_scenario(tmp_path):
-    cfg, scenario = resolve_config("cce-fr")  # scenarios/real_default.yaml
+    cfg = resolve_config("cce-fr")  # scenarios/real_default.yaml
+    scenario = cfg.scenario
     assert (cfg.n_workers, cfg.s, cfg.m, cfg.iterations, cfg.policy) == (6, 1, 2, 200, "cancel")
     assert [s.name for s in scenario.schemes] == ["cce-fr"] and scenario.seed == cfg.seed
-    cfg, scenario = resolve_config("gc-fr", n_workers=4, s=1, iterations=7, policy="carry-over")
+    cfg = resolve_config("gc-fr", n_workers=4, s=1, iterations=7, policy="carry-over")
+    scenario = cfg.scenario
     assert (cfg.n_workers, cfg.s, cfg.m, cfg.iterations) == (4, 1, 1, 7)
     assert scenario.n_workers == 4 and scenario.iterations == 7 and scenario.policy == "carry-over"
 
@@ -108,9 +110,9 @@ def test_resolve_config_errors_name_the_option(kwargs, match):
     ({"batch_size": 3}, 30, RunDirError, r"real\.yaml: batch_size: expected an integer >= the number of workers n=6"),
 ])
 def test_resume_checks_real_yaml_and_iterations_before_anything_runs(tmp_path, edit, iterations, error, match):
-    cfg, scenario = resolve_config("gc-fr", iterations=5)
-    (tmp_path / "real.yaml").write_text(yaml.safe_dump({**cfg.model_dump(mode="json"), **edit}))
-    (tmp_path / "config.yaml").write_text(scenario.to_yaml())
+    spec = resolve_config("gc-fr", iterations=5)
+    (tmp_path / "real.yaml").write_text(yaml.safe_dump({**spec.options.model_dump(mode="json"), **edit}))
+    (tmp_path / "config.yaml").write_text(spec.scenario.to_yaml())
     from gcsim.real.runner import resume_real
 
     with pytest.raises(error, match=match):
@@ -158,14 +160,123 @@ def test_rerun_into_a_directory_killed_before_its_checkpoint_says_what_to_do(tmp
     bdir.mkdir(parents=True)
     for name in (*data.TRAIN_FILES, data.TEST_FILE, data.META_FILE):
         (bdir / name).write_bytes(b"")  # require_prepared only looks for the files
-    cfg, scenario = resolve_config("gc-fr", iterations=5, data_dir=str(tmp_path / "data"))
+    spec = resolve_config("gc-fr", iterations=5, data_dir=str(tmp_path / "data"))
     out = tmp_path / "run"
     out.mkdir()
-    (out / "real.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    (out / "real.yaml").write_text(yaml.safe_dump(spec.options.model_dump(mode="json")))
     (out / "status.json").write_text(json.dumps(status))
     if checkpoint:
         (out / "checkpoint.pt").write_bytes(b"x")
     before = sorted(p.name for p in out.iterdir())
     with pytest.raises(RunDirError, match=match):
-        run_real(cfg, scenario, out, progress=False)
+        run_real(spec, out, progress=False)
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+# ---------------------------------------------------------------- one config source (issue 11)
+def _old_run_dir(path, **edit):
+    """A run directory as runs before issue 11 wrote it: real.yaml repeats the run facts of config.yaml."""
+    spec = resolve_config("gc-fr", iterations=5)
+    path.mkdir(exist_ok=True)
+    (path / "real.yaml").write_text(yaml.safe_dump({**spec.flat(), **edit}))
+    (path / "config.yaml").write_text(spec.scenario.to_yaml())
+    return spec
+
+
+def test_real_yaml_holds_options_only_and_config_yaml_the_run(tmp_path):
+    from gcsim.real.config import LEGACY_RUN_KEYS, RealConfig
+    from gcsim.real.rundir import RealRunDir
+
+    spec = resolve_config("gc-fr", n_workers=4, s=1, iterations=7, seed=3, policy="carry-over")
+    assert not set(LEGACY_RUN_KEYS) & set(RealConfig.model_fields)
+    RealRunDir(tmp_path).write_config(spec)
+    real = yaml.safe_load((tmp_path / "real.yaml").read_text())
+    assert set(real) == set(RealConfig.model_fields) and real["batch_size"] == 192
+    conf = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert (conf["n_workers"], conf["iterations"], conf["seed"], conf["policy"]) == (4, 7, 3, "carry-over")
+    assert conf["schemes"] == [{"name": "gc-fr", "s": 1, "m": 1, "seed": 0, "label": None}]
+    assert RealRunDir(tmp_path).scheme() == "gc-fr"
+
+
+def test_old_real_yaml_with_the_run_facts_is_accepted_on_resume(tmp_path):
+    """The run facts agree with config.yaml: resume reads the directory and stops only at the missing
+    checkpoint (nothing written)."""
+    from gcsim.real.runner import resume_real
+
+    _old_run_dir(tmp_path)
+    with pytest.raises(RunDirError, match=r"checkpoint\.pt: missing"):
+        resume_real(tmp_path, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "real.yaml"]
+
+
+@pytest.mark.parametrize("edit, field, want, got", [
+    ({"n_workers": 4}, "n_workers", "6", "4"),
+    ({"seed": 9}, "seed", "1", "9"),
+    ({"policy": "carry-over"}, "policy", "'cancel'", "'carry-over'"),
+    ({"s": 2}, "s", "1", "2"),
+    ({"scheme": "uncoded"}, "scheme", "'gc-fr'", "'uncoded'"),
+])
+def test_old_real_yaml_disagreeing_with_config_yaml_is_refused_in_one_line(tmp_path, edit, field, want, got):
+    from gcsim.real.runner import resume_real
+    from gcsim.study.plan import plan_run
+
+    spec = _old_run_dir(tmp_path / "run", **edit)
+    with pytest.raises(RunDirError) as e:
+        resume_real(tmp_path / "run", progress=False)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1
+    assert msg.startswith(f"{tmp_path / 'run' / 'real.yaml'}: {field}: expected {want} (config.yaml's ")
+    assert msg.endswith(f"got {got}")
+    # the study refuses it the same way (the file and the field)
+    with pytest.raises(ConfigError, match=rf"real\.yaml: {field}: expected {want} .*got {got}$"):
+        plan_run(tmp_path / "run", spec)
+
+
+def test_stored_run_directories_still_read(tmp_path):
+    """Every real run directory kept under docs/validation (written before issue 11: real.yaml repeats
+    the run facts) reads as a run: its real.yaml agrees with its config.yaml."""
+    from pathlib import Path
+
+    from gcsim.real.config import split_legacy_keys, validate_real_config
+    from gcsim.scenario import load_scenario
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "validation"
+    dirs = sorted(p.parent for p in root.glob("**/real.yaml"))
+    if not dirs:
+        pytest.skip("no stored run directories in this checkout")
+    for d in dirs[:: max(1, len(dirs) // 40)]:  # a spread of them (each load builds the scheme)
+        sc = load_scenario(d / "config.yaml")
+        raw = yaml.safe_load((d / "real.yaml").read_text())
+        spec = validate_real_config(split_legacy_keys(raw, sc), sc, option_names=False)
+        assert spec.n_workers == raw.get("n_workers", spec.n_workers) and spec.scheme == raw.get("scheme", spec.scheme)
+
+
+def test_policy_choices_come_from_one_declaration():
+    import typing
+
+    from gcsim.cli.real_cmd import command
+    from gcsim.real.config import _RunFactOverrides
+    from gcsim.scenario import Scenario
+    from gcsim.validation import POLICIES, Policy
+
+    assert POLICIES == typing.get_args(Policy) == ("cancel", "carry-over")
+    assert Scenario.model_fields["policy"].annotation == Policy
+    option = next(p for p in command.params if p.name == "policy")
+    assert tuple(option.type.choices) == POLICIES
+    with pytest.raises(ConfigError, match=r"^--policy: expected 'cancel' or 'carry-over', got 'later'$"):
+        resolve_config("uncoded", policy="later")
+    assert _RunFactOverrides.model_fields["policy"].annotation == Policy
+
+
+def test_study_options_name_real_and_compare_fields():
+    import dataclasses
+
+    from gcsim.compare.pipeline import CompareOptions
+    from gcsim.real.config import RealConfig
+    from gcsim.study.pipeline import COMPARE_OPTION_FIELDS, REAL_OPTION_FIELDS, StudyOptions
+
+    assert set(REAL_OPTION_FIELDS) <= set(RealConfig.model_fields)
+    assert set(COMPARE_OPTION_FIELDS) <= {f.name for f in dataclasses.fields(CompareOptions)}
+    assert StudyOptions().compare_options() == CompareOptions()
+    assert StudyOptions(replications=2, data_dir="x").compare_options().replications == 2
+    assert StudyOptions(data_dir="x", batch_size=8).real_options() == {"data_dir": "x", "batch_size": 8}

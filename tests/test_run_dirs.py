@@ -155,11 +155,12 @@ def test_two_simulations_with_the_same_out(scen):
 def test_real_run_stopping_before_a_checkpoint_leaves_nothing(tmp_path):
     pytest.importorskip("torch")
     from gcsim.real.rundir import RealRunDir
+    from gcsim.real.config import resolve_config
     from gcsim.real.runner import _guarded
 
     new = new_run_dir(tmp_path / "r", root=tmp_path, prefix="x")
     run = RealRunDir(new.path)
-    run.write_config({"scheme": "x"}, "name: x\n")
+    run.write_config(resolve_config("uncoded"))
 
     def fails():
         run.write_status("running")
@@ -200,7 +201,11 @@ def test_embedded_ray_is_private_whatever_ray_address_says(monkeypatch, tmp_path
 
     class Cfg:
         address, ray_num_cpus, n_workers, connect_timeout_s = None, None, 3, 5.0
-    with ray_session(Cfg()):
+
+    def session():
+        return ray_session(Cfg.address, num_cpus=Cfg.ray_num_cpus or Cfg.n_workers,
+                           connect_timeout_s=Cfg.connect_timeout_s)
+    with session():
         kw = calls[0]
         assert kw["address"] == "local" and kw["_node_ip_address"] == "127.0.0.1" and kw["num_cpus"] == 3
         assert kw["include_dashboard"] is False and Path(kw["_temp_dir"]).is_dir()
@@ -211,11 +216,11 @@ def test_embedded_ray_is_private_whatever_ray_address_says(monkeypatch, tmp_path
         port = listener.getsockname()[1]
         Cfg.address = f"127.0.0.1:{port}"
         calls.clear()
-        with ray_session(Cfg()):
+        with session():
             assert calls[0]["address"] == Cfg.address and "_temp_dir" not in calls[0]
     # closed now: nothing listens at the same port
     calls.clear()
     with pytest.raises(ConfigError, match=r"^--address: expected a reachable Ray cluster \(host:port of its head\), got '127\.0\.0\.1:\d+': no connection within 5 s"):
-        with ray_session(Cfg()):
+        with session():
             pass
     assert calls == []  # ray.init never called

@@ -68,9 +68,9 @@ def _argv(env, **over):
 @pytest.fixture(scope="module")
 def first(env):
     """A gc-fr run of 3 iterations exists already (resumed to 6); uncoded starts from nothing."""
-    cfg, sc = resolve_config("gc-fr", env / "tiny.yaml", iterations=3, batch_size=BATCH, eval_every=EVAL,
-                             data_dir=str(env / "data"))
-    assert run_real(cfg, sc, env / "runs" / "gc-fr", progress=False).iterations_done == 3
+    spec = resolve_config("gc-fr", env / "tiny.yaml", iterations=3, batch_size=BATCH, eval_every=EVAL,
+                          data_dir=str(env / "data"))
+    assert run_real(spec, env / "runs" / "gc-fr", progress=False).iterations_done == 3
     lines: list[str] = []
     result = run_study(_options(env), command="gcsim study tiny.yaml", log=lines.append)
     return result, lines
@@ -224,39 +224,41 @@ def _set_status(d, status, **fields):
 
 def test_plan_resume_restart_and_live_runs(env, first, tmp_path):
     d = _copy_run(env, tmp_path)
-    assert plan_run(d, *_cfg(env)).action == "skip"
-    p = plan_run(d, *_cfg(env, iterations=10))
+    assert plan_run(d, _cfg(env)).action == "skip"
+    p = plan_run(d, _cfg(env, iterations=10))
     assert (p.action, p.from_iteration) == ("resume", ITERS)
     (d / "meta.json").unlink()
     _set_status(d, "interrupted", pid=None)
-    p = plan_run(d, *_cfg(env, iterations=10))
+    p = plan_run(d, _cfg(env, iterations=10))
     assert (p.action, p.from_iteration, p.reason) == ("resume", ITERS, "interrupted at iteration 6 of 10")
     _set_status(d, "running", pid=os.getppid())  # a live process that is not this one
     with pytest.raises(RunDirError, match="still alive"):
-        plan_run(d, *_cfg(env, iterations=10))
+        plan_run(d, _cfg(env, iterations=10))
     _set_status(d, "failed", pid=None)
     (d / "checkpoint.pt").write_bytes(b"not a checkpoint")
-    assert plan_run(d, *_cfg(env, iterations=10)).action == "restart"
+    assert plan_run(d, _cfg(env, iterations=10)).action == "restart"
     (d / "checkpoint.pt").unlink()
-    p = plan_run(d, *_cfg(env, iterations=10))
+    p = plan_run(d, _cfg(env, iterations=10))
     assert p.action == "restart" and "no usable checkpoint" in p.reason
     moved = set_aside(d)
     assert not d.exists() and moved.name.startswith(".gc-fr.abandoned-") and (moved / "real.yaml").is_file()
-    assert plan_run(d, *_cfg(env)).action == "start"
+    assert plan_run(d, _cfg(env)).action == "start"
 
 
 def test_plan_refuses_a_run_of_another_configuration(env, first, tmp_path):
     d = _copy_run(env, tmp_path)
-    with pytest.raises(ConfigError, match=r"real.yaml: seed: expected 4 .*got 3"):
-        plan_run(d, *_cfg(env, seed=4))
-    cfg, sc = _cfg(env)
+    # the seed is a run fact: config.yaml holds it (real.yaml before issue 11)
+    with pytest.raises(ConfigError, match=r"config.yaml: seed: expected 4 .*got 3"):
+        plan_run(d, _cfg(env, seed=4))
+    spec = _cfg(env)
+    sc = spec.scenario
     other = sc.model_copy(update={"stragglers": sc.stragglers.model_copy(update={"delay": None})})
     with pytest.raises(ConfigError, match="config.yaml: stragglers"):
-        plan_run(d, cfg, other)
+        plan_run(d, spec.with_scenario(other))
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "x.txt").write_text("x")
     with pytest.raises(RunDirError, match="without real.yaml"):
-        plan_run(tmp_path / "junk", *_cfg(env))
+        plan_run(tmp_path / "junk", _cfg(env))
 
 
 def test_publish_replaces_only_its_own_files(tmp_path):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from gcsim.validation import POLICIES
+
 
 @click.command(name="real")
 @click.option("--scheme", default=None, help="Scheme CLI name (see `gcsim schemes`), e.g. cce-fr; `allreduce`: the "
@@ -25,7 +27,7 @@ import click
 @click.option("--eval-every", type=int, default=None, help="Evaluate on the test set every E iterations [50].")
 @click.option("--checkpoint-every", type=int, default=None, help="Checkpoint every K iterations [50].")
 @click.option("--seed", type=int, default=None, help="Seed of model, data sampling and stragglers [scenario].")
-@click.option("--policy", type=click.Choice(["cancel", "carry-over"]), default=None,
+@click.option("--policy", type=click.Choice(POLICIES), default=None,
               help="Straggler-work policy [scenario].")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="Directory holding cifar-10-batches-py [data/cifar10].")
@@ -84,7 +86,7 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
         from gcsim.real.rundir import RealRunDir
 
         try:
-            saved = RealRunDir(resume_dir).read_real_config().get("scheme")
+            saved = RealRunDir(resume_dir).scheme()
         except GcsimError:
             saved = None  # resume_real says what is wrong with the directory
         if saved == ALLREDUCE:
@@ -101,12 +103,12 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
             raise ConfigError("--workers-per-process", message=(
                 f"--workers-per-process: expected no value with --scheme allreduce (Ray Train runs one process "
                 f"per rank), got {workers_per_process!r}"))
-        cfg, scenario = (resolve_allreduce_config if allreduce else partial(resolve_config, scheme))(
+        spec = (resolve_allreduce_config if allreduce else partial(resolve_config, scheme))(
             scenario_path, n_workers=workers, s=s, m=m, iterations=iterations, batch_size=batch_size,
             lr=lr, model=model, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
             policy=policy, data_dir=None if data_dir is None else str(data_dir),
             max_train_samples=max_train_samples, ray_num_cpus=ray_num_cpus, **cluster)
-        result = (run_allreduce if allreduce else run_real)(cfg, scenario, out_dir, progress=not no_progress)
+        result = (run_allreduce if allreduce else run_real)(spec, out_dir, progress=not no_progress)
     sm = result.summary
     click.echo(f"run directory: {result.run_dir}")
     click.echo(f"status: {result.status}, iterations: {result.iterations_done}, wall: {result.wall_s:.1f} s")

@@ -130,10 +130,10 @@ def resolve_allreduce_config(scenario_path: str | Path | None = None, **override
     Args:
         scenario_path: scenario YAML (default ``scenarios/real_default.yaml``): workers, iterations,
             seed and stragglers come from it (its ``uncoded`` entry, if any, for the rest).
-        **overrides: :class:`gcsim.real.config.RealConfig` fields (None: not given).
+        **overrides: run facts and :class:`gcsim.real.config.RealConfig` fields (None: not given).
     Returns:
-        ``(RealConfig with scheme "allreduce", Scenario narrowed to the run)``; the scenario lists
-        :func:`scheme_entry` and has ``model_bytes`` 0 (set from the model in :func:`run_allreduce`).
+        :class:`gcsim.real.config.RealRunSpec` whose scenario lists :func:`scheme_entry` (so its
+        ``scheme`` is ``allreduce``) and has ``model_bytes`` 0 (set from the model in :func:`run_allreduce`).
     Raises:
         ConfigError: ``s`` other than 0 (``--s``), ``m`` other than 1 (``--m``), ``address``
             (``--address``), or anything :func:`resolve_config` refuses.
@@ -149,11 +149,10 @@ def resolve_allreduce_config(scenario_path: str | Path | None = None, **override
     if overrides.get("address") is not None:
         raise ConfigError("--address", "none for --scheme allreduce (rank 0 writes the run directory, so the "
                           "run uses a private Ray on this machine)", overrides["address"])
-    cfg, scenario = resolve_config("uncoded", scenario_path, **overrides)
-    cfg = cfg.model_copy(update={"scheme": ALLREDUCE, "s": 0, "m": 1, "scheme_seed": 0})
-    data = scenario.resolved()
+    spec = resolve_config("uncoded", scenario_path, **overrides)
+    data = spec.scenario.resolved()
     data["schemes"] = [scheme_entry()]
-    return cfg, validate_scenario(data, base_dir=Path(cfg.scenario).parent)
+    return spec.with_scenario(validate_scenario(data, base_dir=Path(spec.options.scenario).parent))
 
 
 # ====================================================================== rows
@@ -215,7 +214,8 @@ def trace_tables(records: list[dict], t0: float, label: str = ALLREDUCE,
 def _train_loop(config: dict) -> None:
     """One Ray Train worker (rank) of an all-reduce run; rank 0 also writes the run directory.
 
-    ``config`` (built by :func:`run_allreduce`): ``cfg`` (RealConfig fields), ``run_dir``, ``shards``
+    ``config`` (built by :func:`run_allreduce`): ``cfg`` (:meth:`gcsim.real.config.RealRunSpec.flat`:
+    the run facts and options), ``run_dir``, ``shards``
     (per partition ``(images_ref, labels_ref)``), ``test`` (``(images_ref, labels_ref)``), ``delay_s``
     and ``slowdown`` (``(iterations, n)`` keyed draws), ``sizes`` (``(n,)`` slice sizes), ``sid``
     (the driver's session id). Raises whatever fails (Ray Train reports it to the driver).
@@ -225,10 +225,9 @@ def _train_loop(config: dict) -> None:
     import ray
     import ray.train
 
-    from gcsim.real.hostcpu import HostCpuMeter, session_cpu_s
+    from gcsim.real.hostcpu import HostCpuMeter, cpu_load_between, host_cpu_times, process_niceness, session_cpu_s
     from gcsim.real.model import build_model, evaluate, get_flat_weights, set_flat_grad, slice_gradient
     from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
-    from gcsim.real.runner import _cpu_load_between, _host_cpu_times
     from gcsim.real.sampling import slice_positions
     from gcsim.trace import summarize
 
@@ -273,7 +272,7 @@ def _train_loop(config: dict) -> None:
         if rank == 0:
             c_begin = meter.read()
             if it == 0:
-                load_before = (_host_cpu_times(), 0.0, session_cpu_s(config["sid"]))
+                load_before = (host_cpu_times(), 0.0, session_cpu_s(config["sid"]))
         delay, slow = float(delays[it, rank]), float(slowdowns[it, rank])
         if delay > 0:
             time.sleep(delay)
@@ -307,7 +306,7 @@ def _train_loop(config: dict) -> None:
             # between iterations: gather the records, evaluate, write; the barrier keeps it out of
             # every iteration's duration (as the PS run's evaluation between iterations)
             if rank == 0 and last:
-                load_after = (_host_cpu_times(), 0.0, session_cpu_s(config["sid"]))
+                load_after = (host_cpu_times(), 0.0, session_cpu_s(config["sid"]))
             gathered = [None] * world if rank == 0 else None
             dist.gather_object(records, gathered, dst=0)
             records = []
@@ -351,7 +350,7 @@ def _train_loop(config: dict) -> None:
         torch.save({"next_iteration": n_it, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheme": ALLREDUCE}, buf)
         atomic_write_bytes(run.checkpoint_path, buf.getvalue(), fsync=True)
-        cpu_load = _cpu_load_between(load_before, load_after, eval_cpu_s)
+        cpu_load = cpu_load_between(load_before, load_after, eval_cpu_s)
         import json
 
         from gcsim.rundir import atomic_write_text
@@ -359,57 +358,48 @@ def _train_loop(config: dict) -> None:
         atomic_write_text(run.path / "ranks.json", json.dumps({
             "ranks": infos, "replica_max_abs_diff": float((hi - lo).abs().max()), "host_cpu_load": cpu_load,
             "test_accuracy": float(metrics[-1]["test_accuracy"]) if metrics else float("nan"),
-            "worker_niceness": _niceness(os.getpid())}, indent=2, default=str))
-
-
-def _niceness(pid: int) -> int | None:
-    """Niceness of process ``pid`` (``/proc/<pid>/stat``), None when unknown."""
-    try:
-        with open(f"/proc/{int(pid)}/stat") as f:
-            text = f.read()
-        return int(text[text.rindex(")") + 2:].split()[16])
-    except (OSError, ValueError, IndexError):
-        return None
+            "worker_niceness": process_niceness(os.getpid())}, indent=2, default=str))
 
 
 # ====================================================================== the driver
-def run_allreduce(cfg, scenario, out_dir: str | Path | None = None, *, progress: bool = True):
-    """Run the all-reduce baseline of ``cfg`` (from :func:`resolve_allreduce_config`).
+def run_allreduce(spec, out_dir: str | Path | None = None, *, progress: bool = True):
+    """Run the all-reduce baseline ``spec`` (from :func:`resolve_allreduce_config`).
 
     Args:
-        cfg: :class:`gcsim.real.config.RealConfig` with ``scheme == "allreduce"``.
-        scenario: the narrowed scenario (stragglers); written as ``config.yaml`` with
-            ``gradient_bytes`` = :func:`ring_allreduce_bytes` of the gradient and ``model_bytes`` = 0.
+        spec: :class:`gcsim.real.config.RealRunSpec` with ``scheme == "allreduce"``; its narrowed
+            scenario (stragglers) is written as ``config.yaml`` with ``gradient_bytes`` =
+            :func:`ring_allreduce_bytes` of the gradient and ``model_bytes`` = 0.
         out_dir: run directory (default ``runs/real/allreduce-<UTC timestamp>``); new or empty.
         progress: print one line when training starts (Ray Train's own output is not shown).
     Returns:
         :class:`gcsim.real.runner.RealRunResult` (status ``finished``).
     Raises:
-        DataError: CIFAR-10 not prepared in ``cfg.data_dir``.
+        DataError: CIFAR-10 not prepared in ``spec.options.data_dir``.
         ConfigError: bad ``--out``, a batch slice larger than its shard (``--batch-size``),
-            ``cfg.scheme`` not ``allreduce``.
+            ``spec.scheme`` not ``allreduce``.
         RunFailedError: Ray or a rank failed (status ``failed``; the directory is kept when traces were
             written, else removed), or the run was interrupted (status ``interrupted``).
     """
     from gcsim.real.data import require_prepared
     from gcsim.real.model import build_model, num_parameters
     from gcsim.real.rundir import RealRunDir
-    from gcsim.real.runner import DEFAULT_RUNS_ROOT, RealRunResult
+    from gcsim.real.runner import DEFAULT_RUNS_ROOT
     from gcsim.rundir import new_run_dir
 
-    if cfg.scheme != ALLREDUCE:
-        raise ConfigError("--scheme", ALLREDUCE, cfg.scheme)
+    if spec.scheme != ALLREDUCE:
+        raise ConfigError("--scheme", ALLREDUCE, spec.scheme)
+    cfg = spec.options
     require_prepared(cfg.data_dir)
     new = new_run_dir(out_dir, root=DEFAULT_RUNS_ROOT, prefix=ALLREDUCE, prefix_field="--scheme")
     run = RealRunDir(new.path)
     try:
-        n_params = num_parameters(build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype))
+        n_params = num_parameters(build_model(cfg.model, seed=spec.seed, dtype=cfg.dtype))
         item = {"float32": 4, "float64": 8}[cfg.dtype]  # all-reduced in the model's dtype
-        workload = scenario.workload.model_copy(update={
-            "gradient_bytes": ring_allreduce_bytes(cfg.n_workers, n_params * item), "model_bytes": 0.0})
-        scenario = scenario.model_copy(update={"workload": workload})
-        run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
-        result = _execute(run, cfg, scenario, n_params * item, progress)
+        workload = spec.scenario.workload.model_copy(update={
+            "gradient_bytes": ring_allreduce_bytes(spec.n_workers, n_params * item), "model_bytes": 0.0})
+        spec = spec.with_scenario(spec.scenario.model_copy(update={"workload": workload}))
+        run.write_config(spec)
+        result = _execute(run, spec, n_params * item, progress)
     except BaseException:
         if not (run.path / "iterations.csv").is_file():
             new.discard()
@@ -419,27 +409,32 @@ def run_allreduce(cfg, scenario, out_dir: str | Path | None = None, *, progress:
     return result
 
 
-def _execute(run, cfg, scenario, gradient_bytes: float, progress: bool):
+def _execute(run, spec, gradient_bytes: float, progress: bool):
     import ray
 
     from gcsim.real.master import fit_worker_cpus
-    from gcsim.real.runner import (RealRunResult, _load_data, _usable_cpus, cpu_model_name, ray_session)
+    from gcsim.real.data import load_run_data
+    from gcsim.real.hostcpu import usable_cpus
+    from gcsim.real.runner import RealRunResult, ray_session
     from gcsim.real.sampling import shard_indices, slice_sizes
     from gcsim.stragglers import StragglerProcess
+    from gcsim.study.machine import cpu_model_name
     from gcsim.trace import write_meta
 
+    cfg = spec.options
+
     wall0 = time.monotonic()
-    status_common = {"scheme": ALLREDUCE, "iterations_total": cfg.iterations, "sessions": 1,
+    status_common = {"scheme": ALLREDUCE, "iterations_total": spec.iterations, "sessions": 1,
                      "session_started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     run.write_status("running", iterations_done=0, **status_common)
     try:
-        train_x, train_y, test_x, test_y = _load_data(cfg)
-        shards = shard_indices(len(train_y), cfg.n_workers, cfg.seed)
-        sizes = slice_sizes(cfg.batch_size, cfg.n_workers)
-        if any(sizes[j] > len(shards[j]) for j in range(cfg.n_workers)):
-            raise ConfigError("--batch-size", f"at most {min(len(s) for s in shards) * cfg.n_workers} "
+        train_x, train_y, test_x, test_y = load_run_data(cfg)
+        shards = shard_indices(len(train_y), spec.n_workers, spec.seed)
+        sizes = slice_sizes(cfg.batch_size, spec.n_workers)
+        if any(sizes[j] > len(shards[j]) for j in range(spec.n_workers)):
+            raise ConfigError("--batch-size", f"at most {min(len(s) for s in shards) * spec.n_workers} "
                               f"(slices must fit their shard of {len(train_y)} training images)", cfg.batch_size)
-        draws = StragglerProcess(scenario.stragglers, cfg.n_workers, cfg.seed).draw_block(range(cfg.iterations))
+        draws = StragglerProcess(spec.scenario.stragglers, spec.n_workers, spec.seed).draw_block(range(spec.iterations))
     except BaseException as e:
         run.write_status("failed", reason=str(e) if isinstance(e, GcsimError) else f"{type(e).__name__}: {e}",
                          iterations_done=0, **status_common)
@@ -453,7 +448,7 @@ def _execute(run, cfg, scenario, gradient_bytes: float, progress: bool):
 
     storage = tempfile.mkdtemp(prefix="gcsim-train-")
     try:
-        with ray_session(cfg), warnings.catch_warnings():
+        with ray_session(**spec.ray_kwargs()), warnings.catch_warnings():
             # ray.data's deprecated settings, read while Ray Train starts: not ours to fix
             warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray\.")
             if threading_main():
@@ -463,9 +458,9 @@ def _execute(run, cfg, scenario, gradient_bytes: float, progress: bool):
             from ray.train.torch import TorchConfig, TorchTrainer
 
             node_cpus = [float(nd["Resources"].get("CPU", 0.0)) for nd in ray.nodes() if nd.get("Alive")]
-            worker_cpus = fit_worker_cpus(node_cpus, cfg.n_workers, cfg.worker_cpus)
+            worker_cpus = fit_worker_cpus(node_cpus, spec.n_workers, cfg.worker_cpus)
             config = {
-                "cfg": cfg.model_dump(mode="json"), "run_dir": str(run.path.resolve()),
+                "cfg": spec.flat(), "run_dir": str(run.path.resolve()),
                 "shards": [(ray.put(train_x[idx]), ray.put(train_y[idx])) for idx in shards],
                 "test": (ray.put(test_x), ray.put(test_y)), "delay_s": draws.delay_s, "slowdown": draws.slowdown,
                 "sizes": sizes, "sid": os.getsid(0),
@@ -473,13 +468,13 @@ def _execute(run, cfg, scenario, gradient_bytes: float, progress: bool):
             del train_x, train_y
             trainer = TorchTrainer(
                 _train_loop, train_loop_config=config,
-                scaling_config=ScalingConfig(num_workers=cfg.n_workers, use_gpu=False,
+                scaling_config=ScalingConfig(num_workers=spec.n_workers, use_gpu=False,
                                              resources_per_worker={"CPU": worker_cpus},
                                              placement_strategy=cfg.placement.upper()),
                 torch_config=TorchConfig(backend="gloo"),
                 run_config=RunConfig(name="allreduce", storage_path=storage, failure_config=FailureConfig(max_failures=0)))
             if progress:
-                print(f"allreduce: {cfg.n_workers} Ray Train workers (gloo), {cfg.iterations} iterations ...",
+                print(f"allreduce: {spec.n_workers} Ray Train workers (gloo), {spec.iterations} iterations ...",
                       file=sys.stderr, flush=True)
             try:
                 trainer.fit()
@@ -506,17 +501,17 @@ def _execute(run, cfg, scenario, gradient_bytes: float, progress: bool):
     ranks = json.loads((run.path / "ranks.json").read_text())
     wall_s = time.monotonic() - wall0
     summary = pd.read_csv(run.path / "summary.csv").iloc[0].to_dict()
-    run.write_status("finished", iterations_done=cfg.iterations, wall_s=wall_s, dead_workers=[], **status_common)
-    write_meta(run.path, "real", scheme=ALLREDUCE, collective=ALLREDUCE, n=cfg.n_workers, s=0, m=1, policy=cfg.policy,
-               model=cfg.model, iterations=cfg.iterations, test_accuracy=ranks["test_accuracy"], wall_s=wall_s,
-               sessions=1, host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
+    run.write_status("finished", iterations_done=spec.iterations, wall_s=wall_s, dead_workers=[], **status_common)
+    write_meta(run.path, "real", scheme=ALLREDUCE, collective=ALLREDUCE, n=spec.n_workers, s=0, m=1, policy=spec.policy,
+               model=cfg.model, iterations=spec.iterations, test_accuracy=ranks["test_accuracy"], wall_s=wall_s,
+               sessions=1, host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=usable_cpus(),
                cpu_model=cpu_model_name(), host_cpu_load=ranks["host_cpu_load"], cpu_probe=None, ray=ray_info,
                worker_niceness=ranks["worker_niceness"], dead_workers=[], other_cpu_scope="host",
-               gradient_full_bytes=gradient_bytes, ring_bytes_per_rank=ring_allreduce_bytes(cfg.n_workers, gradient_bytes),
+               gradient_full_bytes=gradient_bytes, ring_bytes_per_rank=ring_allreduce_bytes(spec.n_workers, gradient_bytes),
                replica_max_abs_diff=ranks["replica_max_abs_diff"],
                simulator_model="uncoded (wait for all n) labelled allreduce; ring all-reduce cost 2(n-1)a + "
                                "2(n-1)/n bytes/b (Patarasuk & Yuan 2009)")
-    return RealRunResult(run.path, "finished", cfg.iterations, summary, float(ranks["test_accuracy"]), wall_s)
+    return RealRunResult(run.path, "finished", spec.iterations, summary, float(ranks["test_accuracy"]), wall_s)
 
 
 def threading_main() -> bool:

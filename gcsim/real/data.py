@@ -447,6 +447,27 @@ def load_split(data_dir: Path | str, train: bool) -> tuple[np.ndarray, np.ndarra
     return np.ascontiguousarray(ds.data, dtype=np.uint8), np.asarray(ds.targets, dtype=np.int64)
 
 
+def load_run_data(options) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The images a real run trains and evaluates on: both splits of ``options.data_dir``, cut to
+    ``options.max_train_samples`` training and ``options.eval_samples`` test images when set.
+
+    Args:
+        options: a :class:`gcsim.real.config.RealConfig` (``data_dir``, ``max_train_samples``,
+            ``eval_samples``).
+    Returns:
+        ``(train_x, train_y, test_x, test_y)`` as :func:`load_split` returns them.
+    Raises:
+        DataError: as :func:`load_split`.
+    """
+    train_x, train_y = load_split(options.data_dir, train=True)
+    test_x, test_y = load_split(options.data_dir, train=False)
+    if options.max_train_samples is not None:
+        train_x, train_y = train_x[: options.max_train_samples], train_y[: options.max_train_samples]
+    if options.eval_samples is not None:
+        test_x, test_y = test_x[: options.eval_samples], test_y[: options.eval_samples]
+    return train_x, train_y, test_x, test_y
+
+
 def verify_prepared(data_dir: Path | str) -> PrepareReport:
     """Load both splits (checksums verified) and count images per class.
 

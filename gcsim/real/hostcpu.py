@@ -147,4 +147,90 @@ class HostCpuMeter:
         return max((b1 - b0) - (w1 - w0), 0.0)
 
 
-__all__ = ["HostCpuMeter", "autogroup_enabled", "host_busy_cpu_s", "process_cpu_s", "session_cpu_s"]
+# ---------------------------------------------------------------- whole-run readings (meta.json)
+def usable_cpus() -> int | None:
+    """CPUs this process may run on (``os.sched_getaffinity``), None where unsupported."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def host_cpu_times() -> list[int] | None:
+    """The machine-wide ``cpu`` line of ``/proc/stat`` (clock ticks: user nice system idle iowait irq
+    softirq steal ...), None where unavailable (not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            head = f.readline().split()
+        return [int(x) for x in head[1:]] if head and head[0] == "cpu" else None
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_load_between(before: tuple, after: tuple, excluded_cpu_s: float = 0.0) -> dict | None:
+    """Average CPU use while iterating, in cores, from two ``(host_cpu_times(), time.process_time())``
+    readings: ``busy_cores`` (the whole machine: everything but idle and iowait), ``niced_cores``
+    (processes with niceness > 0: Ray starts its workers at niceness 15, ``RAY_worker_niceness``, so
+    mostly this run's workers), ``master_cores`` (this process, the master), and ``other_cores`` =
+    busy - niced - master: Ray's daemons and any other load on the machine, which takes precedence
+    over the niced workers and so leaves them fewer cores; plus the 1-minute load average at the end.
+    ``excluded_cpu_s`` of this process (test-set evaluations) are left out of busy and master.
+    With a third element in each reading (:func:`session_cpu_s`): also
+    ``this_session_cores`` (master, Ray, workers and whatever else this terminal started) and
+    ``other_sessions_cores`` (busy - this session), and ``autogroup`` (the kernel shares CPU between
+    sessions before niceness, so other sessions' load is not served after the workers but beside them).
+    None where ``/proc/stat`` is unavailable."""
+    (a, p0, *s0), (b, p1, *s1) = before, after
+    if a is None or b is None or len(a) < 5 or len(a) != len(b):
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d[:8])
+    if total <= 0:
+        return None
+    cores = os.cpu_count() or 1  # /proc/stat's cpu line sums every online CPU
+    wall_s = total / cores / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+    if wall_s <= 0:
+        return None
+    excluded = max(excluded_cpu_s, 0.0) / wall_s
+    busy, niced = cores * (total - d[3] - d[4]) / total - excluded, cores * d[1] / total
+    master = (p1 - p0) / wall_s - excluded
+    out = {"busy_cores": round(busy, 3), "niced_cores": round(niced, 3), "master_cores": round(max(master, 0.0), 3),
+           "other_cores": round(max(busy - niced - master, 0.0), 3), "loadavg_1m_end": round(os.getloadavg()[0], 2)}
+    if s0 and s1 and math.isfinite(s0[0]) and math.isfinite(s1[0]):
+        # this session (master, Ray, workers) vs every other session: with autogroup scheduling the
+        # other sessions are not served after the niced workers but fairly against this whole session
+        own = (s1[0] - s0[0] - max(excluded_cpu_s, 0.0)) / wall_s
+        out["this_session_cores"] = round(max(own, 0.0), 3)
+        out["other_sessions_cores"] = round(max(busy - own, 0.0), 3)
+    out["autogroup"] = autogroup_enabled()
+    return out
+
+
+def process_niceness(pid: int) -> int | None:
+    """Niceness of process ``pid`` (``/proc/<pid>/stat``), None when unknown."""
+    try:
+        with open(f"/proc/{int(pid)}/stat") as f:
+            text = f.read()
+        return int(text[text.rindex(")") + 2:].split()[16])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def worker_niceness(info: list[dict]) -> int | None:
+    """Niceness of the first worker process on this host (Ray's ``RAY_worker_niceness``, 15 by
+    default), from the workers' ``{"host", "pid"}`` records; None when unknown or none is here."""
+    import socket
+
+    host = socket.gethostname()
+    for i in info:
+        if i.get("host") != host:
+            continue
+        try:
+            return process_niceness(int(i["pid"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+    return None
+
+
+__all__ = ["HostCpuMeter", "autogroup_enabled", "cpu_load_between", "host_busy_cpu_s", "host_cpu_times", "process_cpu_s",
+           "process_niceness", "session_cpu_s", "usable_cpus", "worker_niceness"]

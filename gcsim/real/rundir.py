@@ -4,7 +4,8 @@ Layout of ``runs/real/<scheme>-<UTC timestamp>/``:
 
 * ``config.yaml`` – the resolved scenario narrowed to this run (loads with
   :func:`gcsim.scenario.load_scenario`; the simulator can replay it);
-* ``real.yaml`` – the resolved :class:`gcsim.real.config.RealConfig`;
+* ``real.yaml`` – the resolved :class:`gcsim.real.config.RealConfig` (training and Ray options; runs
+  written before issue 11 also repeat the run facts of config.yaml, :data:`gcsim.real.config.LEGACY_RUN_KEYS`);
 * ``iterations.csv``, ``workers.csv``, ``summary.csv`` – the :mod:`gcsim.trace` format;
 * ``metrics.csv`` – :data:`METRICS_COLUMNS` (one row per evaluation);
 * ``checkpoint.pt`` – model, optimizer, next iteration, torch RNG state, time offset;
@@ -24,7 +25,7 @@ import yaml
 from gcsim.errors import RunDirError
 from gcsim.rundir import RunStatus, atomic_write_bytes, atomic_write_text, read_status, write_status
 from gcsim.trace import ITERATION_COLUMNS, WORKER_COLUMNS, read_table, write_csv
-from gcsim.yamlio import read_yaml
+from gcsim.yamlio import YamlBoundsError, read_yaml
 
 #: metrics.csv: ``iteration`` (0-based, the last iteration before the evaluation), ``loss`` (mean
 #: training mini-batch loss over the iterations since the previous evaluation), ``test_loss`` and
@@ -39,11 +40,29 @@ class RealRunDir:
         self.path = Path(path)
 
     # ------------------------------------------------------------------ config
-    def write_config(self, real_config: dict, scenario_yaml: str) -> None:
-        """Write ``real.yaml`` (run options) and ``config.yaml`` (narrowed scenario) into the existing
-        run directory."""
-        atomic_write_text(self.path / "real.yaml", yaml.safe_dump(real_config, sort_keys=False))
-        atomic_write_text(self.path / "config.yaml", scenario_yaml)
+    def write_config(self, spec) -> None:
+        """Write ``real.yaml`` (``spec.options``) and ``config.yaml`` (``spec.scenario``, the narrowed
+        scenario) of a :class:`gcsim.real.config.RealRunSpec` into the existing run directory."""
+        atomic_write_text(self.path / "real.yaml", yaml.safe_dump(spec.options.model_dump(mode="json"),
+                                                                  sort_keys=False))
+        atomic_write_text(self.path / "config.yaml", spec.scenario.to_yaml())
+
+    def scheme(self) -> str | None:
+        """The run's scheme as its traces name it (config.yaml's one ``schemes`` entry: label or name;
+        ``real.yaml``'s ``scheme`` in a run written before issue 11), read without validating anything;
+        None when neither says."""
+        for name in ("config.yaml", "real.yaml"):
+            try:
+                _, data = read_yaml(self.path / name)
+            except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlBoundsError):  # the caller's reading says why
+                continue
+            if name == "config.yaml" and isinstance(data, dict) and isinstance(data.get("schemes"), list) \
+                    and len(data["schemes"]) == 1 and isinstance(data["schemes"][0], dict):
+                entry = data["schemes"][0]
+                return entry.get("label") or entry.get("name")
+            if name == "real.yaml" and isinstance(data, dict) and isinstance(data.get("scheme"), str):
+                return data["scheme"]
+        return None
 
     def read_real_config(self) -> dict:
         """``real.yaml`` as a dict. Raises RunDirError when missing or unreadable."""

@@ -1,6 +1,7 @@
 """A whole real run: data, Ray, worker actors, the SGD loop, evaluation, checkpoints, run directory.
 
-:func:`run_real` starts a run; :func:`resume_real` continues one from its checkpoint. The loop per
+:func:`run_real` starts a run; :func:`resume_real` continues one from its checkpoint; both hand the
+session to a :class:`RealRun` (setup, one method per iteration, checkpoint, one stop path). The loop per
 iteration is :meth:`ParameterServer.step` (dispatch, collect, decode; :mod:`gcsim.real.master`),
 then an SGD-with-momentum step (``torch.optim.SGD``) on the decoded gradient. Every ``eval_every``
 iterations the model is evaluated on the test set (``metrics.csv``); every ``checkpoint_every``
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import shlex
 import shutil
@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from gcsim.errors import ConfigError, GcsimError, RunDirError, RunFailedError
-from gcsim.real.config import RealConfig, validate_real_config
+from gcsim.real.config import RealConfig, RealRunSpec, run_facts, split_legacy_keys, validate_real_config
 from gcsim.real.master import (ParameterServer, RunInterrupted, WorkerPool, fit_worker_cpus,
                                resolve_workers_per_process)
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
@@ -104,12 +104,19 @@ class RealRunResult:
 
 
 @contextmanager
-def ray_session(cfg: RealConfig):
-    """Use the Ray this process already initialised, if any; else join ``cfg.address`` or, without
+def ray_session(address: str | None = None, *, num_cpus: int | None = None,
+                connect_timeout_s: float = RealConfig.model_fields["connect_timeout_s"].default):
+    """Use the Ray this process already initialised, if any; else join ``address`` or, without
     one, start a **private** local Ray (``address="local"``: never the cluster named by
     ``RAY_ADDRESS`` or a stale ``/tmp/ray/ray_current_cluster``), bound to 127.0.0.1, with its own
-    temporary directory and ``ray_num_cpus`` logical CPUs (default ``n_workers``); shut down (and
-    remove the temporary directory) only what was started here.
+    temporary directory and ``num_cpus`` logical CPUs (None: Ray's default, the machine's CPUs); shut
+    down (and remove the temporary directory) only what was started here. A real run passes
+    :meth:`gcsim.real.config.RealRunSpec.ray_kwargs`.
+
+    Args:
+        address: Ray cluster to join (``host:port`` of its head, ``auto`` or ``ray://...``); None: private.
+        num_cpus: logical CPUs of the private Ray.
+        connect_timeout_s: longest wait for a TCP connection to ``address``.
 
     Raises:
         ConfigError: ``--address`` cannot be joined: nothing listens there within
@@ -121,27 +128,27 @@ def ray_session(cfg: RealConfig):
     started, temp_dir = False, None
     if not ray.is_initialized():
         kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        if cfg.address:
-            check_reachable(cfg.address, cfg.connect_timeout_s)
+        if address:
+            check_reachable(address, connect_timeout_s)
         try:
-            if cfg.address:
+            if address:
                 # a loopback head (127.x, localhost): without Ray's "local clusters only" switch Ray 2.60
                 # replaced the host by this machine's outward IP, where nothing answered, and retried forever
-                host = cfg.address.rpartition(":")[0].strip("[]")
+                host = address.rpartition(":")[0].strip("[]")
                 loopback = host in ("localhost", "::1") or host.startswith("127.")
                 with loopback_only() if loopback else contextlib.nullcontext():
-                    ray.init(address=cfg.address, **kwargs)
+                    ray.init(address=address, **kwargs)
             else:
                 # short path: Ray's socket paths under it must stay below the 107-byte unix limit
                 temp_dir = tempfile.mkdtemp(prefix="gcsim-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
                 with loopback_only():
-                    ray.init(address="local", num_cpus=cfg.ray_num_cpus or cfg.n_workers, _temp_dir=temp_dir,
+                    ray.init(address="local", num_cpus=num_cpus, _temp_dir=temp_dir,
                              _node_ip_address="127.0.0.1", **kwargs)
         except Exception as e:  # Ray raises many kinds (ConnectionError, RuntimeError, ValueError, ...)
             if temp_dir is not None:
                 shutil.rmtree(temp_dir, ignore_errors=True)
             first = (str(e).strip().splitlines() or [""])[0]
-            if cfg.address:
+            if address:
                 # Ray 2.60 says only "Failed to connect" when the GCS refused a driver without the token (the
                 # reason, InvalidAuthToken, is in its log); the port answered (check_reachable), so without
                 # token mode here a refused token is the likely cause
@@ -152,11 +159,11 @@ def ray_session(cfg: RealConfig):
                            f"answered but refused this client ({type(e).__name__}: {first[:80]}), most likely "
                            f"because it requires token authentication")
                     raise ConfigError("--address", message=(
-                        f"--address: expected a Ray cluster this client may join, got {cfg.address!r}, which "
+                        f"--address: expected a Ray cluster this client may join, got {address!r}, which "
                         f"{why}: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the "
                         f"cluster's token> (or put it in ~/.ray/auth_token or RAY_AUTH_TOKEN_PATH)")) from None
                 raise ConfigError("--address", message=(
-                    f"--address: expected the address of a running Ray cluster, got {cfg.address!r} "
+                    f"--address: expected the address of a running Ray cluster, got {address!r} "
                     f"({type(e).__name__}: {first[:200]})")) from None
             raise RunFailedError(f"ray: could not start a private local Ray ({type(e).__name__}: {first})") from None
         started = True
@@ -250,14 +257,13 @@ class _StopFlag:
         return False
 
 
-def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, progress: bool = True,
+def run_real(spec: RealRunSpec, out_dir: str | Path | None = None, *, progress: bool = True,
              hooks: RunHooks | None = None) -> RealRunResult:
-    """Start a real run of ``cfg`` (resolved with :func:`gcsim.real.config.resolve_config`).
+    """Start the real run ``spec`` (resolved with :func:`gcsim.real.config.resolve_config`).
 
     Args:
-        cfg: the run options.
-        scenario: the narrowed :class:`gcsim.scenario.Scenario` (stragglers; written as config.yaml
-            with ``workload.gradient_bytes`` / ``model_bytes`` set to this run's message sizes).
+        spec: the run: its narrowed scenario (stragglers, ...; written as config.yaml with
+            ``workload.gradient_bytes`` / ``model_bytes`` set to this run's message sizes) and options.
         out_dir: run directory (default ``runs/real/<scheme>-<UTC timestamp>``, see
             :func:`gcsim.rundir.new_run_dir`); created and claimed before anything runs; absent or empty.
         progress: show a tqdm bar on stderr.
@@ -265,7 +271,7 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
     Returns:
         :class:`RealRunResult` (status ``finished`` or ``interrupted``).
     Raises:
-        DataError: CIFAR-10 not prepared in ``cfg.data_dir``.
+        DataError: CIFAR-10 not prepared in ``spec.options.data_dir``.
         RunFailedError: the run had to stop (status ``failed``, checkpoint written).
         RunDirError: ``out_dir`` already holds a run.
         ConfigError: ``--out`` is a file, a non-empty directory (its files are never overwritten), or
@@ -274,7 +280,8 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
     from gcsim.real.data import require_prepared
     from gcsim.real.model import build_model, num_parameters
 
-    require_prepared(cfg.data_dir)
+    opts = spec.options
+    require_prepared(opts.data_dir)
     if out_dir is not None and (Path(out_dir) / "real.yaml").is_file():
         st = effective_status(read_status(out_dir))
         if not (Path(out_dir) / "checkpoint.pt").is_file() and st in (RunStatus.DEAD, RunStatus.FAILED, None):
@@ -282,19 +289,20 @@ def run_real(cfg: RealConfig, scenario, out_dir: str | Path | None = None, *, pr
                               f"{st.value if st else 'missing'}; nothing to resume): remove it or choose another --out")
         raise RunDirError(f"{out_dir}: already holds a run (use --resume {out_dir} to continue it)")
     # created and claimed now, exclusively: two runs never share a directory
-    new = new_run_dir(out_dir, root=DEFAULT_RUNS_ROOT, prefix=cfg.scheme, prefix_field="--scheme")
+    new = new_run_dir(out_dir, root=DEFAULT_RUNS_ROOT, prefix=spec.scheme, prefix_field="--scheme")
     run = RealRunDir(new.path)
     try:
         # the message sizes of this run (what the simulator should charge for them)
-        n_params = num_parameters(build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype))
+        n_params = num_parameters(build_model(opts.model, seed=spec.seed, dtype=opts.dtype))
         item = {"float32": 4, "float64": 8}
-        workload = scenario.workload.model_copy(update={"gradient_bytes": float(n_params * item[cfg.payload_dtype]),
-                                                        "model_bytes": float(n_params * item[cfg.dtype])})
+        scenario = spec.scenario
+        workload = scenario.workload.model_copy(update={"gradient_bytes": float(n_params * item[opts.payload_dtype]),
+                                                        "model_bytes": float(n_params * item[opts.dtype])})
         # the workers notice a cancel only between partitions (gcsim.real.worker): the simulator replays
         # this run with the same cancel semantics
-        scenario = scenario.model_copy(update={"workload": workload, "cancel_granularity": "partition"})
-        run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
-        return _guarded(run, lambda: _execute(run, cfg, scenario, checkpoint=None, progress=progress, hooks=hooks),
+        spec = spec.with_scenario(scenario.model_copy(update={"workload": workload, "cancel_granularity": "partition"}))
+        run.write_config(spec)
+        return _guarded(run, lambda: RealRun(run, spec, checkpoint=None, progress=progress, hooks=hooks).execute(),
                         new)
     finally:
         new.release()
@@ -328,12 +336,18 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
                 hooks: RunHooks | None = None, overrides: dict | None = None) -> RealRunResult:
     """Continue the run in ``run_dir`` from its checkpoint with fresh workers.
 
+    Reads ``config.yaml`` (what the run is) and ``real.yaml`` (its options); a ``real.yaml`` written
+    before issue 11 repeats the run facts, which must then agree with ``config.yaml``
+    (:func:`gcsim.real.config.split_legacy_keys`).
+
     Args:
         iterations: new total number of iterations (default: the run's own).
         overrides: :data:`RESUME_OVERRIDES` fields to change (e.g. ``address``: another cluster;
             None values are ignored); saved to real.yaml.
     Raises:
-        RunDirError: not a real run directory, or no checkpoint.
+        RunDirError: not a real run directory, no checkpoint, a bad ``real.yaml`` or ``config.yaml``
+            (one line naming the file and the field, e.g. an old real.yaml's ``n_workers`` that
+            differs from config.yaml's).
         as :func:`run_real` otherwise.
     """
     from gcsim.scenario import load_scenario
@@ -343,339 +357,365 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
     if iterations is not None:
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
             raise ConfigError("--iterations", "an integer >= 1", iterations)
-        raw["iterations"] = int(iterations)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     bad = sorted(set(given) - set(RESUME_OVERRIDES))
     if bad:
         raise ConfigError("--resume", f"only --iterations and {', '.join(RESUME_OVERRIDES)} changed", bad[0])
+    try:
+        scenario = load_scenario(run.path / "config.yaml")
+        run_facts(scenario)  # one schemes entry
+    except ConfigError as e:
+        raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
+    try:
+        raw = split_legacy_keys(raw, scenario)
+    except ConfigError as e:
+        raise RunDirError(f"{run.path / 'real.yaml'}: {e}") from None
     if given:
         try:
-            validate_real_config({**raw, **given}, option_names=True)
+            validate_real_config({**raw, **given}, scenario, option_names=True)
         except ConfigError:
             raise
         except Exception:  # real.yaml itself is bad: reported below
             pass
     raw.update(given)
     try:
-        cfg = validate_real_config(raw, option_names=False)
+        spec = validate_real_config(raw, scenario, option_names=False)
     except ConfigError as e:
         raise RunDirError(f"{run.path / 'real.yaml'}: {e}") from None
-    try:
-        scenario = load_scenario(run.path / "config.yaml")
-    except ConfigError as e:
-        raise RunDirError(f"{run.path / 'config.yaml'}: {e}") from None
+    if iterations is not None:
+        spec = spec.with_iterations(iterations)
     status = run.read_status()
     if effective_status(status) is RunStatus.RUNNING:
         raise RunDirError(f"{run.path / 'status.json'}: status: expected a stopped run, got 'running' "
                           f"(process {status.get('pid')} is still alive)")
     checkpoint = run.load_checkpoint()
-    if int(checkpoint["next_iteration"]) >= cfg.iterations:
+    if int(checkpoint["next_iteration"]) >= spec.iterations:
         raise RunDirError(f"{run.path}: iterations: expected more than the {checkpoint['next_iteration']} already "
-                          f"done, got {cfg.iterations} (pass --iterations to extend the run)")
-    if iterations is not None:
-        scenario = scenario.model_copy(update={"iterations": cfg.iterations})
+                          f"done, got {spec.iterations} (pass --iterations to extend the run)")
     if iterations is not None or given:
-        run.write_config(cfg.model_dump(mode="json"), scenario.to_yaml())
-    return _guarded(run, lambda: _execute(run, cfg, scenario, checkpoint=checkpoint, progress=progress, hooks=hooks))
+        run.write_config(spec)
+    return _guarded(run, lambda: RealRun(run, spec, checkpoint=checkpoint, progress=progress, hooks=hooks).execute())
 
 
-def _load_data(cfg: RealConfig):
-    from gcsim.real.data import load_split
+class RealRun:
+    """One session of a real run: setup, the iterations, checkpoints, and one stop path.
 
-    train_x, train_y = load_split(cfg.data_dir, train=True)
-    test_x, test_y = load_split(cfg.data_dir, train=False)
-    if cfg.max_train_samples is not None:
-        train_x, train_y = train_x[: cfg.max_train_samples], train_y[: cfg.max_train_samples]
-    if cfg.eval_samples is not None:
-        test_x, test_y = test_x[: cfg.eval_samples], test_y[: cfg.eval_samples]
-    return train_x, train_y, test_x, test_y
+    :meth:`execute` runs, in order: :meth:`_prepare` (data, scheme, model, optimizer, the prior
+    traces of a resumed run, straggler draws), :meth:`_start_workers` (Ray, the worker pool, its
+    setup and CPU-speed probe), :meth:`_start_server` (the :class:`ParameterServer` with the prior
+    rows), :meth:`step` per iteration (evaluation and :meth:`checkpoint` every ``eval_every`` /
+    ``checkpoint_every`` iterations and after the last), then :meth:`_conclude` (status.json,
+    meta.json). Whatever stops the iterations goes through :meth:`_stop`.
 
+    Args:
+        run: the run directory (real.yaml and config.yaml already written).
+        spec: the run (:class:`gcsim.real.config.RealRunSpec`).
+        checkpoint: the checkpoint to continue from (``--resume``), None for a new run.
+        progress: show a tqdm bar on stderr.
+        hooks: optional :class:`RunHooks`.
+    """
 
-def _execute(run: RealRunDir, cfg: RealConfig, scenario, *, checkpoint: dict | None, progress: bool,
-             hooks: RunHooks | None) -> RealRunResult:
-    import ray
-    import torch
-    from tqdm import tqdm
+    def __init__(self, run: RealRunDir, spec: RealRunSpec, *, checkpoint: dict | None, progress: bool,
+                 hooks: RunHooks | None):
+        self.run, self.spec, self.opts = run, spec, spec.options
+        self.checkpoint_in, self.progress, self.hooks = checkpoint, progress, hooks or RunHooks()
+        self.wall0 = time.monotonic()
+        self.start_it = int(checkpoint["next_iteration"]) if checkpoint else 0
+        self.sessions = int(checkpoint.get("sessions", 1)) + 1 if checkpoint else 1
+        self.status_common = {"scheme": spec.scheme, "iterations_total": spec.iterations, "sessions": self.sessions,
+                              "session_started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        self.loss_window: list[float] = list(checkpoint.get("loss_window", [])) if checkpoint else []
+        self.prior_deaths: list[dict] = list(checkpoint.get("dead_workers", [])) if checkpoint else []
+        self.metrics: list[dict] = []
+        self.test_acc = float("nan")
+        self.done = self.start_it  # iterations completed (all sessions)
+        self.ps: ParameterServer | None = None
+        self.pool: WorkerPool | None = None
+        self.stop: _StopFlag | None = None
+        self.eval_cpu_s = 0.0  # the master's test-set evaluations, left out of the machine load
+        self.cpu_load = None
 
-    from gcsim.real.model import build_model, evaluate, get_flat_weights, num_parameters, set_flat_grad
-    from gcsim.real.hostcpu import HostCpuMeter, session_cpu_s
-    from gcsim.real.sampling import shard_indices, slice_sizes
-    from gcsim.schemes import make_scheme
-    from gcsim.stragglers import StragglerProcess
-    from gcsim.trace import summarize, write_meta
+    # ------------------------------------------------------------------ the session
+    def execute(self) -> RealRunResult:
+        """Run the session. Returns :class:`RealRunResult` (``finished`` or ``interrupted``).
 
-    hooks = hooks or RunHooks()
-    wall0 = time.monotonic()
-    started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    start_it = int(checkpoint["next_iteration"]) if checkpoint else 0
-    sessions = int(checkpoint.get("sessions", 1)) + 1 if checkpoint else 1
-    status_common = {"scheme": cfg.scheme, "iterations_total": cfg.iterations, "sessions": sessions,
-                     "session_started_utc": started_utc}
-    run.write_status("running", iterations_done=start_it, **status_common)
-    (run.path / "meta.json").unlink(missing_ok=True)  # complete again only when this session finishes
+        Raises:
+            RunFailedError: the run had to stop (status ``failed``; a checkpoint is written when the
+                iterations had started); anything else that stopped it (status ``failed``) as raised.
+        """
+        self.run.write_status("running", iterations_done=self.start_it, **self.status_common)
+        (self.run.path / "meta.json").unlink(missing_ok=True)  # complete again only when this session finishes
+        self._prepare()
+        with _StopFlag() as stop, contextlib.ExitStack() as stack:
+            self.stop = stop
+            self._start_workers(stack)
+            self._start_server()
+            status = "finished"
+            try:
+                for it in range(self.start_it, self.spec.iterations):
+                    if stop.set:
+                        raise RunInterrupted(f"interrupted before iteration {it}")
+                    self.step(it)
+                self._finish_iterations()
+            except BaseException as e:
+                status = self._stop(e)  # "interrupted", or it raises
+            finally:
+                self.bar.close()
+                self.pool.shutdown()
+            import ray
 
-    try:
-        train_x, train_y, test_x, test_y = _load_data(cfg)
-        scheme = make_scheme(cfg.scheme, cfg.n_workers, cfg.s, cfg.m, cfg.scheme_seed, payload_dtype=cfg.payload_dtype)
-        torch.set_num_threads(cfg.torch_threads)
-        model = build_model(cfg.model, seed=cfg.seed, dtype=cfg.dtype)
-        optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                                    weight_decay=cfg.weight_decay)
-        if checkpoint:
-            model.load_state_dict(checkpoint["model"])
-            optimizer.load_state_dict(checkpoint["optimizer"])
-            torch.set_rng_state(checkpoint["torch_rng"])
-            prior_it, prior_wk, prior_mt = run.read_traces(start_it)
-        else:
-            prior_it = prior_wk = prior_mt = None
-        shards = shard_indices(len(train_y), scheme.k, cfg.seed)
-        sizes = slice_sizes(cfg.batch_size, scheme.k)
-        too_big = [j for j in range(scheme.k) if sizes[j] > len(shards[j])]
-        if too_big:
-            raise ConfigError("--batch-size", f"at most {min(len(s) for s in shards) * scheme.k} "
-                              f"(slices must fit their shard of {len(train_y)} training images)", cfg.batch_size)
-        stragglers = StragglerProcess(scenario.stragglers, cfg.n_workers, cfg.seed)
-    except BaseException as e:
-        run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=start_it, **status_common)
-        raise
+            self.ray_info = {"address": self.opts.address or "embedded", "cluster_cpus": self.total_cpus,
+                             "nodes": len(ray.nodes()), "worker_cpus": self.worker_cpus,
+                             "placement": self.opts.placement, "workers_per_process": self.pool.k,
+                             "worker_processes": len(self.pool.processes)}
+        return self._conclude(status)
 
-    ps_ref: list = [None]  # the ParameterServer once created (checkpoints record its deaths)
-    metrics: list[dict] = prior_mt.to_dict("records") if prior_mt is not None else []
-    loss_window: list[float] = list(checkpoint.get("loss_window", [])) if checkpoint else []
-    test_acc = float(metrics[-1]["test_accuracy"]) if metrics else float("nan")
-    done = start_it
+    def _prepare(self) -> None:
+        """Data, scheme, model and optimizer (restored from the checkpoint on resume), the prior
+        traces, the shards and slice sizes, the straggler process. Writes status ``failed`` and
+        re-raises on any error (DataError, a ``--batch-size`` slice larger than its shard, ...)."""
+        import torch
 
-    def save_checkpoint(next_iteration: int, clock_s: float) -> None:
-        run.save_checkpoint({
-            "next_iteration": int(next_iteration), "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
-            "time_offset_s": float(clock_s), "loss_window": list(loss_window), "sessions": sessions,
-            "scheme": cfg.scheme, "dead_workers": dead_workers(ps_ref[0]),
-        })
+        from gcsim.real.data import load_run_data
+        from gcsim.real.model import build_model
+        from gcsim.real.sampling import shard_indices, slice_sizes
+        from gcsim.schemes import make_scheme
+        from gcsim.stragglers import StragglerProcess
 
-    def write_traces(ps: ParameterServer, with_summary: bool) -> None:
-        it_df, wk_df = ps.iterations_frame(), ps.workers_frame()
-        summary = summarize(it_df, {ps.label: scheme.describe()}) if with_summary and len(it_df) else None
-        run.write_traces(it_df, wk_df, summary, pd.DataFrame(metrics, columns=METRICS_COLUMNS))
-        ps.staleness_frame().to_csv(run.path / "staleness.csv", index=False)  # gcsim.real.staleness
-
-    prior_deaths = list(checkpoint.get("dead_workers", [])) if checkpoint else []
-
-    def dead_workers(ps: ParameterServer | None) -> list[dict]:
-        now = [] if ps is None else [{"worker": w, **d, "session": sessions} for w, d in sorted(ps.deaths.items())]
-        return prior_deaths + now
-
-    with _StopFlag() as stop, contextlib.ExitStack() as stack:
-        pool = None
+        spec, opts, ck = self.spec, self.opts, self.checkpoint_in
         try:
-            stack.enter_context(ray_session(cfg))
-            stop.reinstall()
-            total_cpus = float(ray.cluster_resources().get("CPU", cfg.n_workers))
-            node_cpus = [float(nd["Resources"].get("CPU", 0.0)) for nd in ray.nodes() if nd.get("Alive")]
-            per_process = resolve_workers_per_process(cfg.workers_per_process, cfg.n_workers, node_cpus)
-            worker_cpus = fit_worker_cpus(node_cpus, cfg.n_workers, cfg.worker_cpus, workers_per_process=per_process)
-            pool = WorkerPool(cfg.n_workers, torch_threads=cfg.torch_threads, num_cpus=worker_cpus,
-                              placement=cfg.placement, placement_timeout_s=cfg.placement_timeout_s,
-                              workers_per_process=per_process)
-            pool.setup(dict(scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, scheme_seed=cfg.scheme_seed,
-                            model=cfg.model, model_seed=cfg.seed, dtype=cfg.dtype, payload_dtype=cfg.payload_dtype,
-                            batch_size=cfg.batch_size, sampler_seed=cfg.seed, cancel_poll_s=cfg.cancel_poll_s),
-                       train_x, train_y, shards, timeout_s=cfg.setup_timeout_s, should_stop=lambda: stop.set)
-            cpu_probe = {"start": pool.probe(CPU_PROBE_REPS, timeout_s=cfg.setup_timeout_s), "end": None}
+            self.train_x, self.train_y, self.test_x, self.test_y = load_run_data(opts)
+            self.scheme = make_scheme(spec.scheme_name, spec.n_workers, spec.s, spec.m, spec.scheme_seed,
+                                      payload_dtype=opts.payload_dtype)
+            torch.set_num_threads(opts.torch_threads)
+            self.model = build_model(opts.model, seed=spec.seed, dtype=opts.dtype)
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=opts.lr, momentum=opts.momentum,
+                                             weight_decay=opts.weight_decay)
+            if ck:
+                self.model.load_state_dict(ck["model"])
+                self.optimizer.load_state_dict(ck["optimizer"])
+                torch.set_rng_state(ck["torch_rng"])
+                self.prior_it, self.prior_wk, prior_mt = self.run.read_traces(self.start_it)
+            else:
+                self.prior_it = self.prior_wk = prior_mt = None
+            k = self.scheme.k
+            self.shards = shard_indices(len(self.train_y), k, spec.seed)
+            self.sizes = slice_sizes(opts.batch_size, k)
+            if any(self.sizes[j] > len(self.shards[j]) for j in range(k)):
+                raise ConfigError("--batch-size", f"at most {min(len(s) for s in self.shards) * k} (slices must fit "
+                                  f"their shard of {len(self.train_y)} training images)", opts.batch_size)
+            self.stragglers = StragglerProcess(spec.scenario.stragglers, spec.n_workers, spec.seed)
         except BaseException as e:
-            if pool is not None:
-                pool.shutdown()
+            self.run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=self.start_it,
+                                  **self.status_common)
+            raise
+        self.metrics = prior_mt.to_dict("records") if prior_mt is not None else []
+        self.test_acc = float(self.metrics[-1]["test_accuracy"]) if self.metrics else float("nan")
+
+    def _start_workers(self, stack: contextlib.ExitStack) -> None:
+        """Ray (entered on ``stack``), the worker pool, its setup and the first CPU-speed probe. A
+        failure or a stop signal here ends the session before its first iteration: the pool is shut
+        down, status ``failed`` written, and a RunFailedError (a signal becomes one) or the error raised."""
+        import ray
+
+        spec, opts, stop = self.spec, self.opts, self.stop
+        try:
+            stack.enter_context(ray_session(**spec.ray_kwargs()))
+            stop.reinstall()
+            self.total_cpus = float(ray.cluster_resources().get("CPU", spec.n_workers))
+            node_cpus = [float(nd["Resources"].get("CPU", 0.0)) for nd in ray.nodes() if nd.get("Alive")]
+            per_process = resolve_workers_per_process(opts.workers_per_process, spec.n_workers, node_cpus)
+            self.worker_cpus = fit_worker_cpus(node_cpus, spec.n_workers, opts.worker_cpus,
+                                               workers_per_process=per_process)
+            self.pool = WorkerPool(spec.n_workers, torch_threads=opts.torch_threads, num_cpus=self.worker_cpus,
+                                   placement=opts.placement, placement_timeout_s=opts.placement_timeout_s,
+                                   workers_per_process=per_process)
+            self.pool.setup(dict(scheme=spec.scheme_name, n=spec.n_workers, s=spec.s, m=spec.m,
+                                 scheme_seed=spec.scheme_seed, model=opts.model, model_seed=spec.seed,
+                                 dtype=opts.dtype, payload_dtype=opts.payload_dtype, batch_size=opts.batch_size,
+                                 sampler_seed=spec.seed, cancel_poll_s=opts.cancel_poll_s),
+                            self.train_x, self.train_y, self.shards, timeout_s=opts.setup_timeout_s,
+                            should_stop=lambda: stop.set)
+            self.cpu_probe = {"start": self.pool.probe(CPU_PROBE_REPS, timeout_s=opts.setup_timeout_s), "end": None}
+        except BaseException as e:
+            if self.pool is not None:
+                self.pool.shutdown()
             if isinstance(e, (RunInterrupted, KeyboardInterrupt)):
                 e = RunFailedError(f"stopped by {stop.signal_name or 'SIGINT'} before the first iteration "
                                    f"of this session")
             reason = str(e) if isinstance(e, GcsimError) else f"{type(e).__name__}: {e}"
-            run.write_status("failed", reason=reason, iterations_done=start_it, **status_common)
+            self.run.write_status("failed", reason=reason, iterations_done=self.start_it, **self.status_common)
             if isinstance(e, RunFailedError):
                 raise e from None
             raise
-        offset = float(checkpoint.get("time_offset_s", 0.0)) if checkpoint else 0.0
-        if prior_it is not None and len(prior_it):
-            offset = max(offset, float(prior_it["end_s"].max()))
-        local = [i for i in pool.info if i.get("host") == socket.gethostname()]
-        local_pids = sorted({int(i["pid"]) for i in local})  # K workers of a process share its pid
-        niceness = _worker_niceness(pool.info)
-        ps = ParameterServer(pool, scheme, stragglers, policy=cfg.policy, scheme_label=cfg.scheme,
-                             t0=time.time() - offset, slice_sizes=sizes, n_params=num_parameters(model),
-                             should_stop=lambda: stop.set, after_dispatch=hooks.after_dispatch,
-                             cpu_meter=HostCpuMeter(local_pids), fetch_timeout_s=cfg.fetch_timeout_s,
+
+    def _start_server(self) -> None:
+        """The :class:`ParameterServer` (its clock continues a resumed run's), the prior trace rows,
+        the progress bar and the first machine-load reading."""
+        from tqdm import tqdm
+
+        from gcsim.real.hostcpu import HostCpuMeter, host_cpu_times, session_cpu_s, worker_niceness
+        from gcsim.real.model import num_parameters
+
+        spec, opts, ck, pool = self.spec, self.opts, self.checkpoint_in, self.pool
+        offset = float(ck.get("time_offset_s", 0.0)) if ck else 0.0
+        if self.prior_it is not None and len(self.prior_it):
+            offset = max(offset, float(self.prior_it["end_s"].max()))
+        self.local = [i for i in pool.info if i.get("host") == socket.gethostname()]
+        local_pids = sorted({int(i["pid"]) for i in self.local})  # K workers of a process share its pid
+        self.niceness = worker_niceness(pool.info)
+        ps = ParameterServer(pool, self.scheme, self.stragglers, policy=spec.policy, scheme_label=spec.scheme,
+                             t0=time.time() - offset, slice_sizes=self.sizes, n_params=num_parameters(self.model),
+                             should_stop=lambda: self.stop.set, after_dispatch=self.hooks.after_dispatch,
+                             cpu_meter=HostCpuMeter(local_pids), fetch_timeout_s=opts.fetch_timeout_s,
                              on_death=lambda w, t, cause: tqdm.write(
                                  f"worker {w} lost in iteration {t}: {cause}", file=sys.stderr))
-        ps.prior_deaths = len(prior_deaths)
-        ps_ref[0] = ps
-        if prior_it is not None:
-            ps.iteration_rows = prior_it.to_dict("records")
-            ps.worker_rows = {(int(r["iteration"]), int(r["worker"])): r for r in prior_wk.to_dict("records")}
-            if (run.path / "staleness.csv").exists():
-                prior_st = pd.read_csv(run.path / "staleness.csv")
-                ps.staleness_rows = prior_st[prior_st["iteration"] < start_it].to_dict("records")
-        bar = tqdm(total=cfg.iterations, initial=start_it, desc=cfg.scheme, unit="it", disable=not progress,
-                   dynamic_ncols=True)
-        status = "finished"
-        cpu_before, cpu_load = (_host_cpu_times(), time.process_time(), session_cpu_s()), None  # machine load while iterating
-        eval_cpu_s = 0.0  # the master's test-set evaluations, left out of that load
-        try:
-            for it in range(start_it, cfg.iterations):
-                if stop.set:
-                    raise RunInterrupted(f"interrupted before iteration {it}")
-                res = ps.step(it, get_flat_weights(model))
-                set_flat_grad(model, res.gradient)
-                optimizer.step()
-                row = ps.end_iteration()
-                done = it + 1
-                if np.isfinite(res.loss):
-                    loss_window.append(res.loss)
-                bar.update(1)
-                bar.set_postfix_str(f"t={row['duration_s']:.3f}s loss={res.loss:.3f}"
-                                    + (f" acc={test_acc:.3f}" if np.isfinite(test_acc) else ""))
-                last = it == cfg.iterations - 1
-                if (it + 1) % cfg.eval_every == 0 or last:
-                    eval0 = time.process_time()
-                    test_loss, test_acc = evaluate(model, test_x, test_y)
-                    eval_cpu_s += time.process_time() - eval0
-                    metrics.append({"iteration": it, "loss": float(np.mean(loss_window)) if loss_window else np.nan,
-                                    "test_loss": test_loss, "test_accuracy": test_acc, "elapsed_s": ps.clock()})
-                    loss_window = []
-                if (it + 1) % cfg.checkpoint_every == 0 or last:
-                    save_checkpoint(it + 1, ps.clock())
-                    write_traces(ps, with_summary=last)
-                    run.write_status("running", iterations_done=done, dead_workers=dead_workers(ps), **status_common)
-            ps.drain(timeout_s=5.0)
-            cpu_load = _cpu_load_between(cpu_before, (_host_cpu_times(), time.process_time(), session_cpu_s()),
-                                         eval_cpu_s)
-            cpu_probe["end"] = pool.probe(CPU_PROBE_REPS, timeout_s=cfg.setup_timeout_s)
-        except RunFailedError as e:
-            ps.abandon_iteration()
+        ps.prior_deaths = len(self.prior_deaths)
+        self.ps = ps
+        if self.prior_it is not None:
+            ps.iteration_rows = self.prior_it.to_dict("records")
+            ps.worker_rows = {(int(r["iteration"]), int(r["worker"])): r for r in self.prior_wk.to_dict("records")}
+            if (self.run.path / "staleness.csv").exists():
+                prior_st = pd.read_csv(self.run.path / "staleness.csv")
+                ps.staleness_rows = prior_st[prior_st["iteration"] < self.start_it].to_dict("records")
+        self.bar = tqdm(total=spec.iterations, initial=self.start_it, desc=spec.scheme, unit="it",
+                        disable=not self.progress, dynamic_ncols=True)
+        self.cpu_before = (host_cpu_times(), time.process_time(), session_cpu_s())  # machine load while iterating
+
+    # ------------------------------------------------------------------ one iteration
+    def step(self, it: int) -> None:
+        """Iteration ``it``: dispatch, collect and decode (:meth:`ParameterServer.step`), the SGD
+        step, the progress bar; then evaluation and :meth:`checkpoint` when due.
+
+        Raises:
+            RunInterrupted: a stop was asked while waiting for replies.
+            RunFailedError: more than ``s`` workers lost, or another reason the run cannot go on.
+        """
+        from gcsim.real.model import evaluate, get_flat_weights, set_flat_grad
+
+        ps, opts = self.ps, self.opts
+        res = ps.step(it, get_flat_weights(self.model))
+        set_flat_grad(self.model, res.gradient)
+        self.optimizer.step()
+        row = ps.end_iteration()
+        self.done = it + 1
+        if np.isfinite(res.loss):
+            self.loss_window.append(res.loss)
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"t={row['duration_s']:.3f}s loss={res.loss:.3f}"
+                                 + (f" acc={self.test_acc:.3f}" if np.isfinite(self.test_acc) else ""))
+        last = it == self.spec.iterations - 1
+        if (it + 1) % opts.eval_every == 0 or last:
+            eval0 = time.process_time()
+            test_loss, self.test_acc = evaluate(self.model, self.test_x, self.test_y)
+            self.eval_cpu_s += time.process_time() - eval0
+            self.metrics.append({"iteration": it,
+                                 "loss": float(np.mean(self.loss_window)) if self.loss_window else np.nan,
+                                 "test_loss": test_loss, "test_accuracy": self.test_acc, "elapsed_s": ps.clock()})
+            self.loss_window = []
+        if (it + 1) % opts.checkpoint_every == 0 or last:
+            self.checkpoint(with_summary=last)
+            self.run.write_status("running", iterations_done=self.done, dead_workers=self.dead_workers(),
+                                  **self.status_common)
+
+    def _finish_iterations(self) -> None:
+        """After the last iteration: late replies drained, the machine load measured, the second probe."""
+        from gcsim.real.hostcpu import cpu_load_between, host_cpu_times, session_cpu_s
+
+        self.ps.drain(timeout_s=5.0)
+        self.cpu_load = cpu_load_between(self.cpu_before, (host_cpu_times(), time.process_time(), session_cpu_s()),
+                                         self.eval_cpu_s)
+        self.cpu_probe["end"] = self.pool.probe(CPU_PROBE_REPS, timeout_s=self.opts.setup_timeout_s)
+
+    # ------------------------------------------------------------------ checkpoint and traces
+    def checkpoint(self, *, with_summary: bool) -> None:
+        """Save the checkpoint at the iterations done (model, optimizer, torch RNG, clock, loss window,
+        sessions, deaths) and write the traces (summary.csv only when ``with_summary``)."""
+        self.save_checkpoint()
+        self.write_traces(with_summary=with_summary)
+
+    def save_checkpoint(self) -> None:
+        """``checkpoint.pt`` at :attr:`done` (the next iteration to run), atomically."""
+        import torch
+
+        self.run.save_checkpoint({
+            "next_iteration": int(self.done), "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
+            "time_offset_s": float(self.ps.clock()), "loss_window": list(self.loss_window),
+            "sessions": self.sessions, "scheme": self.spec.scheme, "dead_workers": self.dead_workers(),
+        })
+
+    def write_traces(self, *, with_summary: bool) -> None:
+        """iterations.csv, workers.csv, metrics.csv, staleness.csv and (``with_summary``) summary.csv."""
+        from gcsim.trace import summarize
+
+        ps = self.ps
+        it_df, wk_df = ps.iterations_frame(), ps.workers_frame()
+        summary = summarize(it_df, {ps.label: self.scheme.describe()}) if with_summary and len(it_df) else None
+        self.run.write_traces(it_df, wk_df, summary, pd.DataFrame(self.metrics, columns=METRICS_COLUMNS))
+        ps.staleness_frame().to_csv(self.run.path / "staleness.csv", index=False)  # gcsim.real.staleness
+
+    def dead_workers(self) -> list[dict]:
+        """Workers lost in earlier sessions and this one: ``{"worker", "iteration", "cause", "session", ...}``."""
+        ps = self.ps
+        now = [] if ps is None else [{"worker": w, **d, "session": self.sessions} for w, d in sorted(ps.deaths.items())]
+        return self.prior_deaths + now
+
+    # ------------------------------------------------------------------ the one stop path
+    def _stop(self, e: BaseException) -> str:
+        """Whatever ended the iterations early: abandon the iteration in flight, keep what can be kept,
+        write the traces and say why.
+
+        * RunFailedError (e.g. more than ``s`` workers lost): late replies drained (1 s), checkpoint,
+          traces, status ``failed`` with the checkpoint's iteration; re-raised;
+        * RunInterrupted (first Ctrl-C / SIGTERM): checkpoint, traces; returns ``"interrupted"``;
+        * KeyboardInterrupt (a second signal): traces only, the last checkpoint left as it was;
+          returns ``"interrupted"``;
+        * anything else: traces, status ``failed`` naming the exception; re-raised.
+        """
+        ps = self.ps
+        failed = isinstance(e, RunFailedError)
+        interrupted = isinstance(e, (RunInterrupted, KeyboardInterrupt))
+        ps.abandon_iteration()
+        if failed:
             ps.drain(timeout_s=1.0)
-            save_checkpoint(done, ps.clock())
-            write_traces(ps, with_summary=True)
-            run.write_status("failed", reason=str(e), iterations_done=done, checkpoint_iteration=done,
-                             dead_workers=dead_workers(ps), **ps.refusal_status(), **status_common)
-            raise
-        except RunInterrupted:
-            ps.abandon_iteration()
-            save_checkpoint(done, ps.clock())
-            write_traces(ps, with_summary=True)
-            status = "interrupted"
-        except KeyboardInterrupt:  # second Ctrl-C: leave the last checkpoint as it is
-            ps.abandon_iteration()
-            write_traces(ps, with_summary=True)
-            status = "interrupted"
-        except BaseException as e:
-            ps.abandon_iteration()
-            write_traces(ps, with_summary=True)
-            run.write_status("failed", reason=f"{type(e).__name__}: {e}", iterations_done=done,
-                             dead_workers=dead_workers(ps), **ps.refusal_status(), **status_common)
-            raise
-        finally:
-            bar.close()
-            pool.shutdown()
-        ray_info = {"address": cfg.address or "embedded", "cluster_cpus": total_cpus,
-                    "nodes": len(ray.nodes()), "worker_cpus": worker_cpus, "placement": cfg.placement,
-                    "workers_per_process": pool.k, "worker_processes": len(pool.processes)}
+        if failed or isinstance(e, RunInterrupted):
+            self.save_checkpoint()
+        self.write_traces(with_summary=True)
+        if interrupted:
+            return "interrupted"
+        reason = str(e) if failed else f"{type(e).__name__}: {e}"
+        where = {"checkpoint_iteration": self.done} if failed else {}
+        self.run.write_status("failed", reason=reason, iterations_done=self.done, **where,
+                              dead_workers=self.dead_workers(), **ps.refusal_status(), **self.status_common)
+        raise e
 
-    wall_s = time.monotonic() - wall0
-    it_df = ps.iterations_frame()
-    summary = summarize(it_df, {ps.label: scheme.describe()}).iloc[0].to_dict() if len(it_df) else {}
-    if status == "interrupted":
-        run.write_status("interrupted", reason=stop.signal_name or "SIGINT", iterations_done=done,
-                         dead_workers=dead_workers(ps), **ps.refusal_status(),
-                         checkpoint_iteration=int(run.load_checkpoint()["next_iteration"])
-                         if run.checkpoint_path.is_file() else None, **status_common)
-        return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
-    run.write_status("finished", iterations_done=done, wall_s=wall_s, dead_workers=dead_workers(ps),
-                     **ps.refusal_status(), **status_common)
-    write_meta(run.path, "real", scheme=cfg.scheme, n=cfg.n_workers, s=cfg.s, m=cfg.m, policy=cfg.policy,
-               model=cfg.model, iterations=done, test_accuracy=test_acc, wall_s=wall_s, sessions=sessions,
-               host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=_usable_cpus(),
-               cpu_model=cpu_model_name(), host_cpu_load=cpu_load, cpu_probe=cpu_probe, ray=ray_info, worker_niceness=niceness, dead_workers=dead_workers(ps),
-               other_cpu_scope=("host" if len(local) == cfg.n_workers else
-                                f"master's host only ({len(local)} of {cfg.n_workers} workers on it)"))
-    return RealRunResult(run.path, status, done, summary, test_acc, wall_s)
+    # ------------------------------------------------------------------ the outcome
+    def _conclude(self, status: str) -> RealRunResult:
+        """status.json (``interrupted`` or ``finished``) and, when finished, meta.json (written last)."""
+        from gcsim.real.hostcpu import usable_cpus
+        from gcsim.study.machine import cpu_model_name
+        from gcsim.trace import summarize, write_meta
 
-
-def _worker_niceness(info: list[dict]) -> int | None:
-    """Niceness of the first worker process on this host (Ray's ``RAY_worker_niceness``, 15 by
-    default), from ``/proc/<pid>/stat``; None when unknown."""
-    host = socket.gethostname()
-    for i in info:
-        if i.get("host") != host:
-            continue
-        try:
-            with open(f"/proc/{int(i['pid'])}/stat") as f:
-                text = f.read()
-            return int(text[text.rindex(")") + 2:].split()[16])
-        except (OSError, ValueError, IndexError, KeyError):
-            return None
-    return None
-
-
-def cpu_model_name() -> str:
-    """The machine's CPU model (``/proc/cpuinfo``), recorded in meta.json beside the load."""
-    from gcsim.study.machine import cpu_model_name as _name
-
-    return _name()
-
-
-def _usable_cpus() -> int | None:
-    """CPUs this process may run on (``os.sched_getaffinity``), None where unsupported."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return None
-
-
-def _host_cpu_times() -> list[int] | None:
-    """The machine-wide ``cpu`` line of ``/proc/stat`` (clock ticks: user nice system idle iowait irq
-    softirq steal ...), None where unavailable (not Linux)."""
-    try:
-        with open("/proc/stat") as f:
-            head = f.readline().split()
-        return [int(x) for x in head[1:]] if head and head[0] == "cpu" else None
-    except (OSError, ValueError):
-        return None
-
-
-def _cpu_load_between(before: tuple, after: tuple, excluded_cpu_s: float = 0.0) -> dict | None:
-    """Average CPU use while iterating, in cores, from two ``(_host_cpu_times(), time.process_time())``
-    readings: ``busy_cores`` (the whole machine: everything but idle and iowait), ``niced_cores``
-    (processes with niceness > 0: Ray starts its workers at niceness 15, ``RAY_worker_niceness``, so
-    mostly this run's workers), ``master_cores`` (this process, the master), and ``other_cores`` =
-    busy - niced - master: Ray's daemons and any other load on the machine, which takes precedence
-    over the niced workers and so leaves them fewer cores; plus the 1-minute load average at the end.
-    ``excluded_cpu_s`` of this process (test-set evaluations) are left out of busy and master.
-    With a third element in each reading (:func:`gcsim.real.hostcpu.session_cpu_s`): also
-    ``this_session_cores`` (master, Ray, workers and whatever else this terminal started) and
-    ``other_sessions_cores`` (busy - this session), and ``autogroup`` (the kernel shares CPU between
-    sessions before niceness, so other sessions' load is not served after the workers but beside them).
-    None where ``/proc/stat`` is unavailable."""
-    (a, p0, *s0), (b, p1, *s1) = before, after
-    if a is None or b is None or len(a) < 5 or len(a) != len(b):
-        return None
-    d = [y - x for x, y in zip(a, b)]
-    total = sum(d[:8])
-    if total <= 0:
-        return None
-    cores = os.cpu_count() or 1  # /proc/stat's cpu line sums every online CPU
-    wall_s = total / cores / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
-    if wall_s <= 0:
-        return None
-    excluded = max(excluded_cpu_s, 0.0) / wall_s
-    busy, niced = cores * (total - d[3] - d[4]) / total - excluded, cores * d[1] / total
-    master = (p1 - p0) / wall_s - excluded
-    out = {"busy_cores": round(busy, 3), "niced_cores": round(niced, 3), "master_cores": round(max(master, 0.0), 3),
-           "other_cores": round(max(busy - niced - master, 0.0), 3), "loadavg_1m_end": round(os.getloadavg()[0], 2)}
-    if s0 and s1 and math.isfinite(s0[0]) and math.isfinite(s1[0]):
-        # this session (master, Ray, workers) vs every other session: with autogroup scheduling the
-        # other sessions are not served after the niced workers but fairly against this whole session
-        own = (s1[0] - s0[0] - max(excluded_cpu_s, 0.0)) / wall_s
-        out["this_session_cores"] = round(max(own, 0.0), 3)
-        out["other_sessions_cores"] = round(max(busy - own, 0.0), 3)
-    from gcsim.real.hostcpu import autogroup_enabled
-
-    out["autogroup"] = autogroup_enabled()
-    return out
+        run, spec, ps, done = self.run, self.spec, self.ps, self.done
+        wall_s = time.monotonic() - self.wall0
+        it_df = ps.iterations_frame()
+        summary = summarize(it_df, {ps.label: self.scheme.describe()}).iloc[0].to_dict() if len(it_df) else {}
+        if status == "interrupted":
+            run.write_status("interrupted", reason=self.stop.signal_name or "SIGINT", iterations_done=done,
+                             dead_workers=self.dead_workers(), **ps.refusal_status(),
+                             checkpoint_iteration=int(run.load_checkpoint()["next_iteration"])
+                             if run.checkpoint_path.is_file() else None, **self.status_common)
+            return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s)
+        run.write_status("finished", iterations_done=done, wall_s=wall_s, dead_workers=self.dead_workers(),
+                         **ps.refusal_status(), **self.status_common)
+        n, local = spec.n_workers, self.local
+        write_meta(run.path, "real", scheme=spec.scheme, n=n, s=spec.s, m=spec.m, policy=spec.policy,
+                   model=self.opts.model, iterations=done, test_accuracy=self.test_acc, wall_s=wall_s,
+                   sessions=self.sessions, host=socket.gethostname(), host_cpus=os.cpu_count(),
+                   usable_cpus=usable_cpus(), cpu_model=cpu_model_name(), host_cpu_load=self.cpu_load,
+                   cpu_probe=self.cpu_probe, ray=self.ray_info, worker_niceness=self.niceness,
+                   dead_workers=self.dead_workers(),
+                   other_cpu_scope=("host" if len(local) == n else
+                                    f"master's host only ({len(local)} of {n} workers on it)"))
+        return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s)

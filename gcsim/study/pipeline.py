@@ -41,6 +41,14 @@ DEFAULT_OUT_DIR = Path("docs/validation")
 DEFAULT_RUNS_ROOT = Path("runs/study")
 
 
+#: :class:`StudyOptions` fields that are :class:`gcsim.real.config.RealConfig` fields, passed to every
+#: real run as they are (None: RealConfig's default); ``tests/test_study.py`` checks the names.
+REAL_OPTION_FIELDS = ("data_dir", "address", "batch_size", "eval_every", "max_train_samples")
+#: :class:`StudyOptions` fields that are :class:`gcsim.compare.pipeline.CompareOptions` fields
+#: (None: CompareOptions' default).
+COMPARE_OPTION_FIELDS = ("replications", "mode", "warmup", "seed")
+
+
 @dataclass(frozen=True)
 class StudyOptions:
     """Settings of a study (the ``gcsim study`` options).
@@ -51,9 +59,11 @@ class StudyOptions:
         iterations: iterations per scheme (None: the scenario's ``iterations``).
         out_dir: where the tables, plots and reports go.
         runs_root: parent of the per-scheme run directories.
-        data_dir, address, batch_size, eval_every, max_train_samples: passed to every real run
-            (None: the ``gcsim real`` defaults).
-        replications, mode, warmup, seed: comparison settings (``gcsim compare`` options).
+        data_dir, address, batch_size, eval_every, max_train_samples: :data:`REAL_OPTION_FIELDS`, the
+            :class:`gcsim.real.config.RealConfig` options of every real run (None: RealConfig's default;
+            validated there, errors name the ``--option``).
+        replications, mode, warmup, seed: :data:`COMPARE_OPTION_FIELDS`, the
+            :class:`gcsim.compare.pipeline.CompareOptions` of the comparison (None: its default).
         progress: tqdm bars on stderr.
     """
 
@@ -67,27 +77,43 @@ class StudyOptions:
     batch_size: int | None = None
     eval_every: int | None = None
     max_train_samples: int | None = None
-    replications: int = 5
-    mode: str = "scenario"
+    replications: int | None = None
+    mode: str | None = None
     warmup: int | None = None
-    seed: int = 0
+    seed: int | None = None
     progress: bool = False
+
+    def real_options(self) -> dict:
+        """The given :data:`REAL_OPTION_FIELDS` (``data_dir`` as a string), for
+        :func:`gcsim.real.config.resolve_config`."""
+        given = {k: getattr(self, k) for k in REAL_OPTION_FIELDS if getattr(self, k) is not None}
+        if "data_dir" in given:
+            given["data_dir"] = str(given["data_dir"])
+        return given
+
+    def compare_options(self):
+        """The :class:`gcsim.compare.pipeline.CompareOptions` of the comparison: the given
+        :data:`COMPARE_OPTION_FIELDS` (``warmup`` None stays None: per run), the rest its defaults."""
+        from gcsim.compare.pipeline import CompareOptions
+        from gcsim.compare.verdict import Bands
+
+        given = {k: getattr(self, k) for k in COMPARE_OPTION_FIELDS if getattr(self, k) is not None}
+        return CompareOptions(bands=Bands(), **given)
 
 
 @dataclass
 class SchemeRun:
-    """One scheme of the study: its configuration, plan and (if run now) how long it took.
+    """One scheme of the study: its run, plan and (if run now) how long it took.
 
     Attributes:
-        cfg: :class:`gcsim.real.config.RealConfig`; scenario: the narrowed scenario.
+        spec: :class:`gcsim.real.config.RealRunSpec` (the narrowed scenario and the options).
         plan: :class:`gcsim.study.plan.RunPlan`.
         session_wall_s: wall seconds this study spent on the run (NaN when skipped).
         session_iterations: iterations run in this study (0 when skipped).
         set_aside_to: where a restarted run's old directory went.
     """
 
-    cfg: object
-    scenario: object
+    spec: object
     plan: RunPlan
     session_wall_s: float = float("nan")
     session_iterations: int = 0
@@ -95,7 +121,7 @@ class SchemeRun:
 
     @property
     def scheme(self) -> str:
-        return self.cfg.scheme
+        return self.spec.scheme
 
 
 @dataclass
@@ -119,8 +145,8 @@ class StudyResult:
     machine: dict = field(default_factory=dict)
 
 
-def resolve_study(options: StudyOptions) -> tuple[Path, list[tuple[object, object]]]:
-    """The scenario path and ``(RealConfig, narrowed Scenario)`` per scheme.
+def resolve_study(options: StudyOptions) -> tuple[Path, list]:
+    """The scenario path and a :class:`gcsim.real.config.RealRunSpec` per scheme.
 
     Raises:
         ConfigError: unreadable scenario; a scheme not in the scenario's ``schemes`` list or given twice
@@ -144,10 +170,7 @@ def resolve_study(options: StudyOptions) -> tuple[Path, list[tuple[object, objec
         seen.add(name)
     resolved = []
     for name in names:
-        resolved.append(resolve_config(
-            name, path, iterations=options.iterations, batch_size=options.batch_size, eval_every=options.eval_every,
-            data_dir=None if options.data_dir is None else str(options.data_dir),
-            max_train_samples=options.max_train_samples, address=options.address))
+        resolved.append(resolve_config(name, path, iterations=options.iterations, **options.real_options()))
     return path, resolved
 
 
@@ -168,8 +191,8 @@ def _execute_runs(runs: list[SchemeRun], *, progress: bool, log: Callable[[str],
         return True
     for r in todo:
         if r.plan.action != "resume":
-            require_prepared(r.cfg.data_dir)
-    with ray_session(todo[0].cfg):
+            require_prepared(r.spec.options.data_dir)
+    with ray_session(**todo[0].spec.ray_kwargs()):
         for r in todo:
             k = runs.index(r) + 1
             verb = {"start": "starting", "resume": "resuming", "restart": "restarting"}[r.plan.action]
@@ -180,9 +203,9 @@ def _execute_runs(runs: list[SchemeRun], *, progress: bool, log: Callable[[str],
             t0 = time.monotonic()
             try:
                 if r.plan.action == "resume":
-                    res = resume_real(r.plan.run_dir, iterations=r.cfg.iterations, progress=progress)
+                    res = resume_real(r.plan.run_dir, iterations=r.spec.iterations, progress=progress)
                 else:
-                    res = run_real(r.cfg, r.scenario, r.plan.run_dir, progress=progress)
+                    res = run_real(r.spec, r.plan.run_dir, progress=progress)
             except RunFailedError as e:
                 raise RunFailedError(f"{r.scheme}: {e} (run directory {r.plan.run_dir} kept; run the same command "
                                      f"again to resume it)") from None
@@ -202,16 +225,17 @@ def _execute_runs(runs: list[SchemeRun], *, progress: bool, log: Callable[[str],
 
 
 def _settings(path: Path, runs: list[SchemeRun], options: StudyOptions, warmups: dict) -> dict[str, str]:
-    cfg, sc = runs[0].cfg, runs[0].scenario
+    spec, co = runs[0].spec, options.compare_options()
+    cfg, sc = spec.options, spec.scenario
     stragglers = json.dumps(sc.stragglers.model_dump(mode="json", exclude_none=True), separators=(", ", ": "))
     return {
-        "Scenario": f"`{path}` (name `{sc.name}`), n = {cfg.n_workers} workers, seed {cfg.seed}",
+        "Scenario": f"`{path}` (name `{sc.name}`), n = {spec.n_workers} workers, seed {spec.seed}",
         "Stragglers (injected by the real executor, the simulator's keyed draws)": f"`{stragglers}`; "
-                                                                                    f"policy `{cfg.policy}`",
+                                                                                    f"policy `{spec.policy}`",
         "Training": f"{cfg.model}, CIFAR-10 from `{cfg.data_dir}`, global batch {cfg.batch_size}, SGD lr {cfg.lr} "
                     f"momentum {cfg.momentum}, test evaluation every {cfg.eval_every} iterations",
-        "Iterations per scheme": str(cfg.iterations),
-        "Comparison": f"mode `{options.mode}`, {options.replications} simulated replications per scheme, each run "
+        "Iterations per scheme": str(spec.iterations),
+        "Comparison": f"mode `{co.mode}`, {co.replications} simulated replications per scheme, each run "
                       f"calibrated from itself, warm-up dropped: "
                       + ", ".join(f"{k} {v}" for k, v in warmups.items()) + " iterations",
         "Run directories": f"`{Path(options.runs_root)}/<scheme>`",
@@ -251,27 +275,25 @@ def run_study(options: StudyOptions, *, command: str = "gcsim study",
         RunFailedError: a run had to stop (its checkpoint is kept: running the study again resumes it).
     """
     from gcsim.compare.output import write_compare_outputs
-    from gcsim.compare.pipeline import CompareOptions, compare_runs
+    from gcsim.compare.pipeline import compare_runs
     from gcsim.compare.rundir import read_run_dir
-    from gcsim.compare.verdict import Bands
     from gcsim.schemes import scheme_class
     from gcsim.study.accuracy import TTA_COLUMNS, accuracy_curve, plot_accuracy, plot_accuracy_time, time_to_accuracy
     from gcsim.study.headline import build_headline, render_headline_md
     from gcsim.study.machine import describe_machine
     from gcsim.study.output import prepare_out_dir, publish
 
-    compare_options = CompareOptions(replications=options.replications, warmup=options.warmup, bands=Bands(),
-                                     mode=options.mode, seed=options.seed)
+    compare_options = options.compare_options()
     path, resolved = resolve_study(options)
     prepare_out_dir(options.out_dir)  # fail now, not after an hour of runs
     prepare_out_dir(options.runs_root, field="--runs-root")  # (a file there was a traceback after Ray started)
     runs_root = Path(options.runs_root)
-    runs = [SchemeRun(cfg, sc, plan_run(runs_root / cfg.scheme, cfg, sc)) for cfg, sc in resolved]
+    runs = [SchemeRun(spec, plan_run(runs_root / spec.scheme, spec)) for spec in resolved]
     machine = describe_machine()
     if not _execute_runs(runs, progress=options.progress, log=log):
         return StudyResult("interrupted", runs, machine=machine)
 
-    log(f"comparing {len(runs)} run(s) with their simulations ({options.replications} replications each)")
+    log(f"comparing {len(runs)} run(s) with their simulations ({compare_options.replications} replications each)")
     targets = [(read_run_dir(r.plan.run_dir), [r.scheme]) for r in runs]
     result = compare_runs(targets, options=compare_options, progress=options.progress)
     validation = result.table()
@@ -319,5 +341,5 @@ def run_study(options: StudyOptions, *, command: str = "gcsim study",
     return StudyResult("finished", runs, headline, validation, files, machine)
 
 
-__all__ = ["DEFAULT_OUT_DIR", "DEFAULT_RUNS_ROOT", "SchemeRun", "StudyOptions", "StudyResult", "resolve_study",
+__all__ = ["COMPARE_OPTION_FIELDS", "DEFAULT_OUT_DIR", "DEFAULT_RUNS_ROOT", "REAL_OPTION_FIELDS", "SchemeRun", "StudyOptions", "StudyResult", "resolve_study",
            "run_study"]

@@ -28,11 +28,15 @@ from typing import Literal
 from gcsim.errors import ConfigError, RunDirError
 from gcsim.rundir import RunStatus, effective_status
 
-#: RealConfig fields that change what a run measures; a run directory must agree on all of them to
-#: be skipped or resumed (``iterations`` may differ: a shorter run is extended).
-RESULT_FIELDS = ("scheme", "n_workers", "s", "m", "scheme_seed", "batch_size", "lr", "momentum", "weight_decay",
-                 "eval_every", "eval_samples", "model", "dtype", "payload_dtype", "seed", "policy",
-                 "max_train_samples", "torch_threads", "cancel_poll_s")
+#: :class:`gcsim.real.config.RealConfig` fields (real.yaml) that change what a run measures; a run
+#: directory must agree on all of them to be skipped or resumed.
+RESULT_OPTIONS = ("batch_size", "lr", "momentum", "weight_decay", "eval_every", "eval_samples", "model", "dtype",
+                  "payload_dtype", "max_train_samples", "torch_threads", "cancel_poll_s")
+#: Run facts (config.yaml, :data:`gcsim.real.config.RUN_FACT_PATHS`) a run directory must agree on
+#: (``iterations`` may differ: a shorter run is extended).
+RESULT_FACTS = ("scheme", "n_workers", "s", "m", "scheme_seed", "seed", "policy")
+#: Both (the names as the ``real.yaml`` of runs before issue 11 had them).
+RESULT_FIELDS = RESULT_FACTS + RESULT_OPTIONS
 
 Action = Literal["start", "skip", "resume", "restart"]
 
@@ -56,20 +60,35 @@ class RunPlan:
     from_iteration: int = 0
 
 
-def _check_same_config(run_dir: Path, stored: dict, cfg, scenario) -> None:
-    """Raise ConfigError when the stored run was made with other settings than this study's."""
+def _check_same_config(run_dir: Path, stored: dict, spec) -> None:
+    """Raise ConfigError when the stored run was made with other settings than this study's: an option
+    in real.yaml (``stored``), a run fact in config.yaml (or repeated, differently, in an older
+    real.yaml), the straggler specification or the cancel latency."""
+    from gcsim.real.config import RUN_FACT_PATHS, run_facts, split_legacy_keys
     from gcsim.scenario import load_scenario
 
-    wanted = cfg.model_dump(mode="json")
-    for name in RESULT_FIELDS:
+    wanted = spec.options.model_dump(mode="json")
+    for name in RESULT_OPTIONS:
         if stored.get(name, wanted[name]) != wanted[name]:
             raise ConfigError(f"{run_dir / 'real.yaml'}: {name}",
                               f"{wanted[name]!r} (this study's value; use another --runs-root or move the run "
                               f"directory away)", stored.get(name))
     try:
         old = load_scenario(run_dir / "config.yaml")
+        facts = run_facts(old)
     except ConfigError:
         return  # unreadable config.yaml: the caller restarts the run
+    try:
+        split_legacy_keys(stored, old)
+    except ConfigError as e:
+        raise ConfigError(f"{run_dir / 'real.yaml'}: {e.field}", e.allowed, e.given) from None
+    want_facts = spec.run_facts()
+    for name in RESULT_FACTS:
+        if facts[name] != want_facts[name]:
+            raise ConfigError(f"{run_dir / 'config.yaml'}: {name}",
+                              f"{want_facts[name]!r} (this study's value, config.yaml's {RUN_FACT_PATHS[name]}; use "
+                              f"another --runs-root or move the run directory away)", facts[name])
+    scenario = spec.scenario
     for name in ("stragglers", "cancel_latency_s"):
         a = getattr(old, name)
         b = getattr(scenario, name)
@@ -81,15 +100,14 @@ def _check_same_config(run_dir: Path, stored: dict, cfg, scenario) -> None:
                               f"away)", a)
 
 
-def plan_run(run_dir: str | Path, cfg, scenario) -> RunPlan:
-    """Decide what to do with ``run_dir`` for the run ``cfg`` (see the module docstring).
+def plan_run(run_dir: str | Path, spec) -> RunPlan:
+    """Decide what to do with ``run_dir`` for the run ``spec`` (see the module docstring).
 
     Args:
         run_dir: ``<runs-root>/<scheme>``.
-        cfg: the study's :class:`gcsim.real.config.RealConfig` for this scheme (``cfg.iterations`` is
-            the requested total).
-        scenario: the narrowed :class:`gcsim.scenario.Scenario` from
-            :func:`gcsim.real.config.resolve_config` (its straggler spec must match the stored one).
+        spec: the study's :class:`gcsim.real.config.RealRunSpec` for this scheme, from
+            :func:`gcsim.real.config.resolve_config` (``spec.iterations`` is the requested total; its
+            run facts, options and straggler spec must match the stored ones).
     Returns:
         :class:`RunPlan`.
     Raises:
@@ -101,23 +119,23 @@ def plan_run(run_dir: str | Path, cfg, scenario) -> RunPlan:
     from gcsim.real.rundir import RealRunDir
 
     path = Path(run_dir)
-    total = int(cfg.iterations)
+    total = int(spec.iterations)
     if not path.exists():
-        return RunPlan(cfg.scheme, path, "start", "new run")
+        return RunPlan(spec.scheme, path, "start", "new run")
     if not path.is_dir():
         raise RunDirError(f"{path}: expected a run directory or nothing, got a file")
     if not (path / "real.yaml").is_file():
         if any(path.iterdir()):
             raise RunDirError(f"{path}: expected a gcsim real run directory (real.yaml) or nothing, got a "
                               f"non-empty directory without real.yaml")
-        return RunPlan(cfg.scheme, path, "start", "new run (empty directory)")
+        return RunPlan(spec.scheme, path, "start", "new run (empty directory)")
     run = RealRunDir(path)
     try:
         stored = run.read_real_config()
         status = run.read_status() or {}
     except RunDirError as e:
-        return RunPlan(cfg.scheme, path, "restart", f"unreadable run files ({e})")
-    _check_same_config(path, stored, cfg, scenario)
+        return RunPlan(spec.scheme, path, "restart", f"unreadable run files ({e})")
+    _check_same_config(path, stored, spec)
     state = str(status.get("status", "unknown"))
     if effective_status(status or None) is RunStatus.RUNNING:
         raise RunDirError(f"{path / 'status.json'}: status: expected a stopped run, got 'running' (process "
@@ -126,18 +144,18 @@ def plan_run(run_dir: str | Path, cfg, scenario) -> RunPlan:
     done = int(done) if isinstance(done, int) and not isinstance(done, bool) else None
     if state == "finished" and (path / "meta.json").is_file() and done is not None:
         if done >= total:
-            return RunPlan(cfg.scheme, path, "skip", f"finished ({done} iterations)", done)
-        return RunPlan(cfg.scheme, path, "resume", f"finished with {done} iterations, extending to {total}", done)
+            return RunPlan(spec.scheme, path, "skip", f"finished ({done} iterations)", done)
+        return RunPlan(spec.scheme, path, "resume", f"finished with {done} iterations, extending to {total}", done)
     try:
         nxt = int(run.load_checkpoint()["next_iteration"])
     except (RunDirError, KeyError, TypeError, ValueError) as e:
         why = str(e).split(": ", 1)[-1] if isinstance(e, RunDirError) else "checkpoint without next_iteration"
-        return RunPlan(cfg.scheme, path, "restart", f"{state}, no usable checkpoint ({why})")
+        return RunPlan(spec.scheme, path, "restart", f"{state}, no usable checkpoint ({why})")
     if nxt >= total:
-        return RunPlan(cfg.scheme, path, "restart", f"{state} with a checkpoint at iteration {nxt} "
+        return RunPlan(spec.scheme, path, "restart", f"{state} with a checkpoint at iteration {nxt} "
                        f"but no finished trace")
     was = "stopped while running" if state == "running" else state
-    return RunPlan(cfg.scheme, path, "resume", f"{was} at iteration {nxt} of {total}", nxt)
+    return RunPlan(spec.scheme, path, "resume", f"{was} at iteration {nxt} of {total}", nxt)
 
 
-__all__ = ["RESULT_FIELDS", "RunPlan", "plan_run"]
+__all__ = ["RESULT_FACTS", "RESULT_FIELDS", "RESULT_OPTIONS", "RunPlan", "plan_run"]

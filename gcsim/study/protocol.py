@@ -196,9 +196,9 @@ def _run_all(models: list[tuple[Path, list]], options: ProtocolOptions, log: Cal
 
     runs = []
     for path, seq in models:
-        for label, cfg, sc in seq:
+        for label, spec in seq:
             run_dir = Path(options.runs_root) / path.stem / label
-            runs.append(SchemeRun(cfg, sc, plan_run(run_dir, cfg, sc)))
+            runs.append(SchemeRun(spec, plan_run(run_dir, spec)))
     busy = neighbour_needed(options, [r.plan.action for r in runs])
     if options.noisy_neighbour and not busy:
         log("noisy neighbour: not started (every run is finished; the report is labelled as a noisy pass)")
@@ -533,20 +533,19 @@ def run_protocol(options: ProtocolOptions, *, command: str = "gcsim study --prot
         seq = plan_sequence([(n, bool(scheme_class(n).exact)) for n in names], options, k)
         resolved = []
         for label, name in seq:
-            cfg, narrowed = resolve_config(name, path, iterations=options.iterations,
-                                           data_dir=None if options.data_dir is None else str(options.data_dir),
-                                           max_train_samples=options.max_train_samples,
-                                           eval_every=options.eval_every)
-            resolved.append((label, cfg, narrowed))
+            spec = resolve_config(name, path, iterations=options.iterations,
+                                  data_dir=None if options.data_dir is None else str(options.data_dir),
+                                  max_train_samples=options.max_train_samples, eval_every=options.eval_every)
+            resolved.append((label, spec))
         models.append((Path(path), resolved))
     machine = describe_machine()
     t0 = time.monotonic()
     if not _run_all(models, options, log):
         return ProtocolResult("interrupted")
     log(f"runs done in {time.monotonic() - t0:.0f} s; predicting every scheme out of sample")
-    run_dirs = {p.stem: {label: Path(options.runs_root) / p.stem / label for label, _, _ in seq}
+    run_dirs = {p.stem: {label: Path(options.runs_root) / p.stem / label for label, _ in seq}
                 for p, seq in models}
-    exact = {cfg.scheme: bool(scheme_class(cfg.scheme).exact) for _, seq in models for _, cfg, _ in seq}
+    exact = {spec.scheme: bool(scheme_class(spec.scheme).exact) for _, seq in models for _, spec in seq}
     table = compare_protocol(run_dirs, options, exact)
     summary = summarize_protocol(table, options.calibration_scheme, options.noisy_neighbour)
 

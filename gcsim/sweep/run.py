@@ -35,7 +35,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable, Iterator
 
 from gcsim import __version__
@@ -266,10 +265,7 @@ def ray_points(plan: SweepPlan, todo: list[int], *, address: str | None = None, 
 
     if num_cpus is None:
         num_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    # the attributes ray_session reads of a RealConfig
-    cfg = SimpleNamespace(address=address, connect_timeout_s=connect_timeout_s, ray_num_cpus=num_cpus,
-                          n_workers=num_cpus)
-    with ray_session(cfg):
+    with ray_session(address, num_cpus=num_cpus, connect_timeout_s=connect_timeout_s):
         if on_start is not None:
             on_start()
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
