@@ -1,5 +1,5 @@
 """Prediction intervals that carry the machine's CPU-speed drift (issue 9, docs/validation/README.md
-findings 13-14): the drift a run measures on itself (:func:`speed_drift_cv`), its propagation through
+findings 13-16): the drift a run measures on itself (:func:`speed_drift_cv`), its propagation through
 the simulator (:func:`drift_half_width`) and the interval it widens (:func:`prediction_interval`)."""
 
 
@@ -90,12 +90,38 @@ def test_drift_propagates_linearly_through_a_deterministic_run(tmp_path):
     assert np.isnan(own["err_mean_drift"])
 
 
-def test_pooled_calibration_adds_the_spread_between_runs(tmp_path):
+def _with_block_speeds(run, factors, warmup=2, block=20):
+    """Rewrite ``run``'s workers.csv so the CPU per partition of block ``b`` (``block`` iterations after
+    ``warmup``) is scaled by ``factors[b]``; the run read again."""
+    path = run.path / "workers.csv"
+    w = pd.read_csv(path)
+    b = ((w["iteration"] - warmup) // block).clip(lower=0).astype(int)
+    w["compute_cpu_s"] = w["compute_cpu_s"] * np.asarray(factors)[b.to_numpy()]
+    w.to_csv(path, index=False)
+    return read_run_dir(run.path)
+
+
+def test_one_run_predicts_the_difference_of_two_run_speeds(tmp_path):
+    # one calibration run: the target's speed differs from it by the difference of two run means,
+    # sqrt(2) x the drift the run measures on itself (finding 16)
+    a = _with_block_speeds(_run(tmp_path, "a", C, [{"name": "uncoded"}]), [1.0, 1.1, 1.2])
+    within = np.std([1.0, 1.1, 1.2], ddof=1) / 1.1
+    assert speed_drift_cv(a.workers_of("uncoded"), 2) == pytest.approx(within, rel=1e-6)
+    assert calibration_speed_cv([a], 2) == pytest.approx(within * np.sqrt(2.0), rel=1e-6)
+
+
+def test_pooled_calibration_averages_the_spread_within_and_between_runs(tmp_path):
     a = _run(tmp_path, "a", C, [{"name": "uncoded"}])
     b = _run(tmp_path, "b", 1.1 * C, [{"name": "uncoded"}])
     between = np.std([C, 1.1 * C], ddof=1) / np.mean([C, 1.1 * C])
-    assert calibration_speed_cv([a, b], 2) == pytest.approx(between, rel=1e-6)
+    # no drift within either run: sigma_run^2 = (0 + between^2) / 2, and R = 2 runs
+    assert calibration_speed_cv([a, b], 2) == pytest.approx(between / np.sqrt(2.0) * np.sqrt(1.5), rel=1e-6)
     assert calibration_speed_cv([a], 2) == pytest.approx(0.0, abs=1e-12)
+    c = _with_block_speeds(_run(tmp_path, "c", C, [{"name": "uncoded"}]), [1.0, 1.1, 1.2])
+    within = np.std([1.0, 1.1, 1.2], ddof=1) / 1.1 / np.sqrt(2.0)  # rms over the two runs (b has none)
+    med_c = np.median(pd.read_csv(c.path / "workers.csv").query("iteration >= 2 and status == 'arrived'")["compute_cpu_s"])
+    between = np.std([med_c, 1.1 * C], ddof=1) / np.mean([med_c, 1.1 * C])
+    assert calibration_speed_cv([c, b], 2) == pytest.approx(np.sqrt((within ** 2 + between ** 2) / 2 * 1.5), rel=1e-6)
 
 
 def test_speed_drift_option_is_checked(tmp_path, capsys):

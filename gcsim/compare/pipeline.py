@@ -363,11 +363,26 @@ def _fit_background(runs: RunDir | Sequence[RunDir], cal: Calibration, options: 
 
 
 def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
-    """The CPU-speed drift measured on the calibration run(s), a fraction (one standard deviation):
-    within runs, the root mean square over the runs (and their schemes) of
-    :func:`gcsim.compare.estimators.speed_drift_cv` (~10 s blocks); with two or more runs, combined in
-    quadrature with the spread between them (the coefficient of variation of their median CPU per
-    partition, :func:`partition_cpu_s`) – the part one run cannot see. NaN when no run has CPU clocks."""
+    """How far, one standard deviation as a fraction, the CPU speed of a run yet to come may differ from
+    the speed the calibration run(s) measured: the CPU-speed drift that :func:`drift_half_width` carries
+    through the simulator.
+
+    Model: each run's mean CPU time per partition is a draw around the machine's long-run speed with a
+    standard deviation ``σ_run`` (the speed wanders at minute scales: docs/validation/README.md,
+    findings 13, 15 and 16). A target's speed differs from the mean of ``R`` calibration runs by
+    ``σ_run·sqrt(1 + 1/R)`` (the difference of two independent means). ``σ_run`` is estimated by
+    ``within``, the root mean square over the runs (and their schemes) of
+    :func:`gcsim.compare.estimators.speed_drift_cv` (the spread of ~10 s block medians inside a run: on
+    this project's VM 5.3 % for 20 s blocks against 6.5 % for whole 2-minute runs, finding 16); with
+    ``R >= 2`` runs, also by ``between``, the coefficient of variation of their median CPU per partition
+    (:func:`partition_cpu_s`), and the two estimates are averaged: ``σ_run² = (within² + between²) / 2``.
+
+    Args:
+        sources: the calibration runs (``R = len(sources)`` counts runs with CPU clocks).
+        warmup: iterations dropped at the start of each run.
+    Returns:
+        ``σ_run·sqrt(1 + 1/R)`` (e.g. 0.07 for 7 %); NaN when no run has CPU clocks.
+    """
     cvs = [speed_drift_cv(src.workers_of(sch), warmup) for src in sources for sch in src.schemes]
     cvs = [c for c in cvs if np.isfinite(c)]
     if not cvs:
@@ -375,8 +390,13 @@ def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
     within = float(np.sqrt(np.mean(np.square(cvs))))
     meds = np.array([partition_cpu_s(src.workers_of(sch), src, warmup, sch) for src in sources for sch in src.schemes])
     meds = meds[np.isfinite(meds)]
-    between = float(np.std(meds, ddof=1) / np.mean(meds)) if meds.size >= 2 else 0.0
-    return float(np.hypot(within, between))
+    runs = max(1, int(meds.size))
+    if meds.size >= 2:
+        between = float(np.std(meds, ddof=1) / np.mean(meds))
+        sigma_run = float(np.sqrt((within ** 2 + between ** 2) / 2.0))
+    else:
+        sigma_run = within
+    return float(sigma_run * np.sqrt(1.0 + 1.0 / runs))
 
 
 def drift_half_width(run: RunDir, scheme: str, calibration: Calibration, options: CompareOptions, sigma: float,

@@ -476,8 +476,10 @@ def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: s
         "of ±3 % would take (the widest over the exact targets; the CI shrinks as 1/sqrt(N)). "
         "\"Measured mean inside the prediction interval\": for predictions, the mean error's 95 % CI widened by "
         "the CPU-speed drift measured on the calibration run(s) (`gcsim compare --speed-drift auto`; the drift, "
-        "in brackets, is one standard deviation of the CPU per partition over ~10 s blocks, and between the runs "
-        "when several are pooled) carried through the simulator; the count is of the exact targets.",
+        "in brackets, is one standard deviation of how far a new run's CPU per partition may lie from the "
+        "calibration's: the spread of ~10 s blocks within the calibration run(s), averaged with the spread "
+        "between them when several are pooled, times sqrt(1 + 1/R) for R calibration runs) carried through "
+        "the simulator; the count is of the exact targets.",
         f"Targets (issue 9, exact schemes): |mean error| ≤ {mean_band:.0%}"
         + ("" if options.noisy_neighbour else f", |p95 error| ≤ {TARGETS['p95']:.0%}") + ", Kendall tau = 1.",
         "",
