@@ -109,10 +109,12 @@ def test_build_scenario_copies_the_run_and_uses_the_calibration(tmp_path):
 def test_runs_without_gradient_size_or_with_another_n_are_refused(tmp_path):
     tr = make_trace("uncoded", n=4, iterations=20)
     cfg = _config(n=4, schemes=[{"name": "uncoded"}])
-    del cfg["workload"]
-    small = read_run_dir(write_run_dir(tmp_path / "small", {"uncoded": tr}, n=4, config=cfg))
+    del cfg["workload"]["gradient_bytes"]
+    write_run_dir(tmp_path / "no-size" / "small", {"uncoded": tr}, n=4, config=cfg)
     with pytest.raises(RunDirError, match=r"small/config.yaml: workload.gradient_bytes: expected"):
-        calibrate(small)
+        read_run_dir(tmp_path / "no-size" / "small")  # the scenario refuses it: nothing to calibrate
+    small = read_run_dir(write_run_dir(tmp_path / "small", {"uncoded": tr}, n=4,
+                                       config=_config(n=4, schemes=[{"name": "uncoded"}])))
     big = read_run_dir(write_run_dir(tmp_path / "big", {"gc-fr": make_trace("gc-fr", n=6, s=1, iterations=20)},
                                      n=6, config=_config(), params={"gc-fr": (1, 1)}))
     with pytest.raises(ConfigError, match=r"^n: expected 6 \(as in calibration run big\), got 4 \(run small\)$"):

@@ -2,6 +2,8 @@
 that uses it: hand-computed intervals, and exact recovery of the hidden CPU work from a contended
 simulated run."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -98,8 +100,9 @@ def test_recorded_cores():
     class _Run:
         n_workers = 6
 
-        def __init__(self, meta, config):
-            self.meta, self.config = meta, config
+        def __init__(self, meta, config):  # config: the config.yaml fields read (workload.cores)
+            self.meta = meta
+            self.scenario = SimpleNamespace(workload=SimpleNamespace(cores=config.get("workload", {}).get("cores")))
 
     assert recorded_cores(_Run({"usable_cpus": 2, "host_cpus": 8}, {})) == 2.0
     assert recorded_cores(_Run({"host_cpus": 4}, {"workload": {"cores": 1}})) == 4.0

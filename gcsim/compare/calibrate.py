@@ -247,7 +247,7 @@ class _Samples:
     def add_run(self, run: RunDir, schemes: Sequence[str]) -> None:
         """Add the samples of ``schemes`` of ``run``."""
         g_bytes, _m_bytes = message_bytes(run)
-        cancel_latency = float(run.config.get("cancel_latency_s") or 0.0)
+        cancel_latency = float(run.scenario.cancel_latency_s)
         run_c = run_cores(run) if self.cores is not None else None
         for sch in schemes:
             self.add_scheme(run, sch, g_bytes, cancel_latency, run_c)

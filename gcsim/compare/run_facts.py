@@ -1,61 +1,63 @@
-"""What a measured run specified, read from its ``config.yaml`` / ``meta.json`` / ``summary.csv``:
-message sizes, scheme parameters, the cores its workers shared, when its cancelled workers stopped,
-and whether two runs can stand for each other (same ``n``). Copied into the calibrated scenario, never
-estimated (:mod:`gcsim.compare.calibrate`)."""
+"""What a measured run specified, read from its scenario (``config.yaml``, :attr:`RunDir.scenario`) /
+``meta.json`` / ``summary.csv``: message sizes, scheme parameters, the cores its workers shared, when its
+cancelled workers stopped, and whether two runs can stand for each other (same ``n``). Copied into the
+calibrated scenario, never estimated (:mod:`gcsim.compare.calibrate`). Defaults are the scenario
+model's (:class:`gcsim.scenario.Scenario`); where a run recorded before a field existed needs another
+reading, ``model_fields_set`` tells whether its file gave the field."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from gcsim.compare.rundir import RunDir
-from gcsim.errors import ConfigError, RunDirError
+from gcsim.errors import ConfigError
+from gcsim.scenario import SchemeSpec
 
 
 def message_bytes(run: RunDir) -> tuple[float, float]:
-    """``(gradient_bytes, model_bytes)`` of a run: meta.json's keys of those names when the executor
-    recorded the actual sizes, else ``config.yaml`` ``workload.*`` (else its top level); model_bytes
-    defaults to gradient_bytes. Raises RunDirError naming config.yaml when gradient_bytes is absent."""
-    wl = run.config.get("workload") if isinstance(run.config.get("workload"), dict) else {}
+    """``(gradient_bytes, model_bytes)`` of a run, bytes: meta.json's keys of those names when the
+    executor recorded the actual sizes (finite numbers >= 0), else the scenario's ``workload.*``;
+    model_bytes is gradient_bytes when neither meta.json nor the file's ``workload`` gives it.
+    (A scenario always has ``workload.gradient_bytes``: :func:`gcsim.compare.rundir.read_run_dir`
+    refuses a config.yaml without it.)"""
+    wl = run.scenario.workload
 
-    def pick(key):
-        for src in (run.meta, wl, run.config):
-            v = src.get(key)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0:
-                return float(v)
+    def recorded(key):
+        v = run.meta.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0:
+            return float(v)
         return None
-    g = pick("gradient_bytes")
-    if g is None:
-        raise RunDirError(f"{run.path / 'config.yaml'}: workload.gradient_bytes: expected the gradient message size "
-                          f"in bytes, got {wl.get('gradient_bytes', 'missing')!r}")
-    mb = pick("model_bytes")
+    g = recorded("gradient_bytes")
+    g = float(wl.gradient_bytes) if g is None else g
+    mb = recorded("model_bytes")
+    if mb is None and "model_bytes" in wl.model_fields_set:
+        mb = float(wl.model_bytes)
     return g, (g if mb is None else mb)
 
 
 def scheme_spec(run: RunDir, scheme: str) -> dict:
-    """``{name, s, m, seed}`` of ``scheme`` in a run: the matching ``config.yaml`` ``schemes`` entry
-    (by label or name; a real run's single ``scheme`` entry also works), else summary.csv's s and m."""
-    entries = run.config.get("schemes")
-    if entries is None and run.config.get("scheme") is not None:
-        entries = [run.config["scheme"]]
-    for e in entries or []:
-        if isinstance(e, str):
-            e = {"name": e}
-        if isinstance(e, dict) and scheme in (e.get("label"), e.get("name")):
-            out = {"name": str(e.get("name", scheme)), "s": int(e.get("s", 0)), "m": int(e.get("m", 1)),
-                   "seed": int(e.get("seed", 0))}
-            if e.get("label") and e.get("label") != out["name"]:
-                out["label"] = str(e["label"])
+    """``{name, s, m, seed[, label]}`` of ``scheme`` in a run: the matching entry of the scenario's
+    ``schemes`` (by label or name; ``label`` only when it differs from the name), else summary.csv's
+    s and m with the scenario model's scheme seed.
+
+    Raises:
+        RunDirError: neither the scenario nor summary.csv has the scheme (:meth:`RunDir.scheme_row`).
+    """
+    for e in run.scenario.schemes:
+        if scheme in (e.label, e.name):
+            out = {"name": e.name, "s": int(e.s), "m": int(e.m), "seed": int(e.seed)}
+            if e.label and e.label != e.name:
+                out["label"] = e.label
             return out
     row = run.scheme_row(scheme)
-    return {"name": scheme, "s": int(row["s"]), "m": int(row["m"]), "seed": 0}
+    return {"name": scheme, "s": int(row["s"]), "m": int(row["m"]), "seed": SchemeSpec.model_fields["seed"].default}
 
 
 def recorded_cores(run: RunDir) -> float | None:
     """Cores the run's workers shared as recorded: a real run's ``meta.json`` ``usable_cpus`` (CPU
-    affinity) or ``host_cpus`` (the machine's CPU count), else ``config.yaml`` ``workload.cores``;
+    affinity) or ``host_cpus`` (the machine's CPU count), else the scenario's ``workload.cores``;
     None when none is a number > 0."""
-    wl = run.config.get("workload") if isinstance(run.config.get("workload"), dict) else {}
-    for v in (run.meta.get("usable_cpus"), run.meta.get("host_cpus"), wl.get("cores")):
+    for v in (run.meta.get("usable_cpus"), run.meta.get("host_cpus"), run.scenario.workload.cores):
         if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < np.inf:
             return float(v)
     return None
@@ -68,12 +70,12 @@ def run_cores(run: RunDir) -> float | None:
 
 
 def cancel_granularity(run: RunDir) -> str:
-    """When the run's cancelled workers stopped: ``config.yaml`` ``cancel_granularity``, else (runs
-    recorded before the field existed) ``partition`` for a real run (its workers check for a cancel
-    between partitions) and ``immediate`` for a simulated one."""
-    v = run.config.get("cancel_granularity")
-    if v in ("immediate", "partition"):
-        return v
+    """When the run's cancelled workers stopped: the scenario's ``cancel_granularity`` when its file
+    gives it, else (runs recorded before the field existed) ``partition`` for a real run (its workers
+    check for a cancel between partitions) and ``immediate`` for a simulated one."""
+    sc = run.scenario
+    if "cancel_granularity" in sc.model_fields_set:
+        return sc.cancel_granularity
     return "partition" if run.executor == "real" else "immediate"
 
 

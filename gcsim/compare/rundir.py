@@ -4,6 +4,8 @@ A run directory (real: ``runs/real/<scheme>-<timestamp>/``; simulated: what ``gc
 holds ``meta.json`` (written last), ``config.yaml``, ``iterations.csv``, ``workers.csv`` and
 ``summary.csv``; a real run adds ``metrics.csv`` and ``status.json``. Anything missing, half-written or
 of another trace-format version raises a one-line :class:`~gcsim.errors.RunDirError` naming the file.
+``config.yaml`` is read as what both executors write there, a :class:`gcsim.scenario.Scenario`: the
+readers use its attributes, so every default lives in the model.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import yaml
 
 from gcsim.errors import ConfigError, RunDirError
 from gcsim.rundir import RunStatus, effective_status, read_status
+from gcsim.scenario import Scenario, validate_scenario
 from gcsim.yamlio import YamlBoundsError, read_yaml
 from gcsim.trace import (ITERATION_COLUMNS, SUMMARY_COLUMNS, TRACE_FORMAT_VERSION, WORKER_COLUMNS, read_meta,
                          read_table)
@@ -30,7 +33,8 @@ class RunDir:
     Attributes:
         path: the directory.
         meta: parsed ``meta.json`` (``trace_format_version`` == TRACE_FORMAT_VERSION).
-        config: parsed ``config.yaml`` (the resolved scenario / real-run configuration), a dict.
+        scenario: ``config.yaml`` validated (:class:`gcsim.scenario.Scenario`: what the run was, every
+            default filled in; ``scenario.model_fields_set`` tells which fields the file gave).
         iterations: ``iterations.csv`` (gcsim/trace.py ITERATION_COLUMNS), seconds.
         workers: ``workers.csv`` (WORKER_COLUMNS), seconds.
         summary: ``summary.csv`` (SUMMARY_COLUMNS).
@@ -39,7 +43,7 @@ class RunDir:
 
     path: Path
     meta: dict
-    config: dict
+    scenario: Scenario
     iterations: pd.DataFrame
     workers: pd.DataFrame
     summary: pd.DataFrame
@@ -57,14 +61,8 @@ class RunDir:
 
     @property
     def n_workers(self) -> int:
-        """Number of workers: ``config.yaml`` ``n_workers`` (else ``n``), else summary ``n``, else the
-        largest worker index in workers.csv + 1."""
-        for key in ("n_workers", "n"):
-            if isinstance(self.config.get(key), (int, np.integer)) and not isinstance(self.config.get(key), bool):
-                return int(self.config[key])
-        if len(self.summary) and pd.notna(self.summary["n"].iloc[0]):
-            return int(self.summary["n"].iloc[0])
-        return int(self.workers["worker"].max()) + 1
+        """Number of workers: ``config.yaml`` ``n_workers``."""
+        return self.scenario.n_workers
 
     @property
     def created_utc(self) -> datetime:
@@ -116,6 +114,16 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
+def _read_scenario(path: Path) -> Scenario:
+    """``config.yaml`` (read as :func:`_read_yaml`) validated by :func:`gcsim.scenario.validate_scenario`,
+    relative file names against the run directory. Raises RunDirError: ``<path>: <field>: expected ...``."""
+    data = _read_yaml(path)
+    try:
+        return validate_scenario(data, base_dir=path.parent)
+    except ConfigError as e:
+        raise RunDirError(f"{path}: {e}") from None
+
+
 def _read_status(run_dir: Path) -> dict | None:
     """``status.json`` (:func:`gcsim.rundir.read_status`), refused while the run is still going."""
     status = read_status(run_dir)
@@ -142,7 +150,8 @@ def read_run_dir(path: str | Path) -> RunDir:
 
     Checks, in order: the directory exists; ``status.json`` (if any) does not say the run is still
     going, nor (without ``meta.json``) that it stopped unfinished (``interrupted`` / ``failed``);
-    ``meta.json`` exists, parses and has ``trace_format_version == TRACE_FORMAT_VERSION``; ``config.yaml`` parses to a mapping; the three CSVs exist with their columns;
+    ``meta.json`` exists, parses and has ``trace_format_version == TRACE_FORMAT_VERSION``; ``config.yaml``
+    is a valid scenario (:class:`gcsim.scenario.Scenario`); the three CSVs exist with their columns;
     iterations.csv has rows with finite ``start_s, end_s, duration_s > 0``; workers.csv has finite
     ``iteration, worker, n_partitions``; no (scheme, iteration) / (scheme, iteration, worker) row is
     given twice; workers.csv covers the same (scheme, iteration) pairs; summary.csv has
@@ -164,7 +173,7 @@ def read_run_dir(path: str | Path) -> RunDir:
         raise RunDirError(f"{run_dir / 'status.json'}: status: expected 'finished', got {state!r} (continue it "
                           f"with gcsim real --resume {run_dir})")
     meta = read_meta(run_dir)
-    config = _read_yaml(run_dir / "config.yaml")
+    scenario = _read_scenario(run_dir / "config.yaml")
     iterations = read_table(run_dir, "iterations.csv", ITERATION_COLUMNS)
     workers = read_table(run_dir, "workers.csv", WORKER_COLUMNS)
     summary = read_table(run_dir, "summary.csv", SUMMARY_COLUMNS)
@@ -195,7 +204,7 @@ def read_run_dir(path: str | Path) -> RunDir:
     missing_schemes = sorted(set(iterations["scheme"]) - set(summary["scheme"]))
     if missing_schemes:
         raise RunDirError(f"{su_path}: missing rows for schemes {missing_schemes}")
-    return RunDir(run_dir, meta, config, iterations, workers, summary, status)
+    return RunDir(run_dir, meta, scenario, iterations, workers, summary, status)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ def scenario_data(run: RunDir, scheme: str, calibration: "Calibration", *, seed:
     calibrated: :mod:`gcsim.compare.calibrate`).
 
     Args:
-        run: the measured run (its config supplies the copied fields).
+        run: the measured run (its scenario supplies the copied fields; ``iterations`` is the trace's
+            count where its config.yaml does not give it).
         scheme: scheme label in the run.
         calibration: :class:`gcsim.compare.calibrate.Calibration` from
             :func:`gcsim.compare.calibrate.calibrate` (this run or another with the same n).
@@ -31,8 +32,9 @@ def scenario_data(run: RunDir, scheme: str, calibration: "Calibration", *, seed:
     Returns:
         dict for :func:`gcsim.scenario.validate_scenario`.
     """
-    cfg = run.config
-    data = {k: cfg[k] for k in _COPIED if k in cfg and cfg[k] is not None}
+    sc = run.scenario
+    resolved = sc.resolved()
+    data = {k: resolved[k] for k in _COPIED if k in sc.model_fields_set and resolved[k] is not None}
     data.setdefault("n_workers", run.n_workers)
     data.setdefault("iterations", int(run.iterations_of(scheme)["iteration"].nunique()))
     if seed is not None:

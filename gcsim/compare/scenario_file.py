@@ -122,7 +122,7 @@ def pooled_differences(runs: Sequence[RunDir]) -> list[str]:
     first = runs[0]
     out = []
     for r in runs[1:]:
-        fields = [f for f in COPIED_FIELDS if first.config.get(f) != r.config.get(f)]
+        fields = [f for f in COPIED_FIELDS if getattr(first.scenario, f) != getattr(r.scenario, f)]
         if message_bytes(first) != message_bytes(r):
             fields.append("message sizes")
         for f in fields:
