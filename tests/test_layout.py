@@ -1,6 +1,6 @@
 """Layout checks of issue 11: the package's import graph has no cycle (every import counted, also
-the ones inside functions), and the shared validation module is the one source of field types and
-of pydantic-error translation."""
+the ones inside functions), the shared validation module is the one source of field types and
+of pydantic-error translation, and the CLI takes its defaults and choices from the models."""
 
 import ast
 from pathlib import Path
@@ -73,3 +73,62 @@ def test_validation_owns_the_field_types_and_the_error_translation():
     for src in ("latency.py", "scenario.py", "real/config.py"):
         text = (ROOT / src).read_text()
         assert "err[\"msg\"]" not in text, src  # no second hand-made translation of pydantic errors
+
+
+def test_cli_defaults_and_choices_come_from_the_models():
+    # gcsim compare / simulate / sweep state the defaults of the objects they fill, not copies of them
+    import dataclasses
+
+    from gcsim.cli import compare_cmd, simulate_cmd, sweep_cmd
+    from gcsim.compare.pipeline import CompareOptions
+    from gcsim.compare.verdict import Bands
+    from gcsim.real.config import RealConfig
+    from gcsim.sim.vector import ENGINES, TRACE_LEVELS
+    from gcsim.sweep.run import EXECUTORS
+
+    params = {p.name: p for p in compare_cmd.command.params}
+    shared = [f.name for f in dataclasses.fields(CompareOptions) if f.name in params]
+    assert len(shared) >= 9
+    for name in shared:
+        assert params[name].default == getattr(CompareOptions(), name), name
+    assert list(params["mode"].type.choices) == ["scenario", "paired"]
+    assert (params["mean_band"].default, params["p95_band"].default) == (Bands().mean, Bands().p95)
+    sim = {p.name: p for p in simulate_cmd.command.params}
+    assert list(sim["engine"].type.choices) == list(ENGINES) and list(sim["trace"].type.choices) == list(TRACE_LEVELS)
+    sweep = {p.name: p for p in sweep_cmd.command.params}
+    assert list(sweep["executor"].type.choices) == list(EXECUTORS)
+    assert sweep["connect_timeout"].default == RealConfig.model_fields["connect_timeout_s"].default
+
+
+def test_option_defaults_of_pydantic_models_dataclasses_and_functions():
+    import dataclasses
+    from typing import Literal, Optional
+
+    import pytest
+    from pydantic import BaseModel
+
+    from gcsim.cli.options import field_choices, field_default, parameter_default
+
+    class M(BaseModel):
+        a: int = 3
+        b: Literal["x", "y"] = "y"
+        c: Optional[Literal["p", "q"]] = None
+        need: int
+
+    @dataclasses.dataclass
+    class D:
+        k: Literal["u", "v"] = "u"
+        lst: list = dataclasses.field(default_factory=lambda: [1])
+
+    def f(x, *, y=7):
+        return x, y
+
+    assert (field_default(M, "a"), field_default(M, "b"), field_default(D, "k"), field_default(D, "lst")) == (3, "y", "u", [1])
+    assert field_choices(M, "b") == ["x", "y"] and field_choices(M, "c") == ["p", "q"] and field_choices(D, "k") == ["u", "v"]
+    assert parameter_default(f, "y") == 7
+    for bad in (lambda: field_default(M, "need"), lambda: field_default(M, "zz"), lambda: field_default(D, "zz"),
+                lambda: parameter_default(f, "x")):
+        with pytest.raises(KeyError):
+            bad()
+    with pytest.raises(TypeError):
+        field_choices(M, "a")

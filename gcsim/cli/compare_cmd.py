@@ -7,7 +7,11 @@ from pathlib import Path
 
 import click
 
-from gcsim.cli.options import IntOption, command_line
+from gcsim.cli.options import IntOption, command_line, model_option
+from gcsim.compare.output import DEFAULT_COMPARE_ROOT
+from gcsim.compare.pipeline import DEFAULT_WARMUP, CompareOptions
+from gcsim.compare.verdict import Bands
+from gcsim.real.runner import DEFAULT_RUNS_ROOT
 
 
 def _command_line(ctx: click.Context) -> str:
@@ -26,60 +30,78 @@ def _speed_drift(text: str) -> float | str:
         raise ConfigError("--speed-drift", "auto, none or a fraction in [0, 1)", text) from None
 
 
+#: ``--cpu-source measured`` options say so first: one wording for all of them.
+_WITH_MEASURED = "With --cpu-source measured"
+
+
+def _option(*param_decls: str, field: str, choices: bool = False, **attrs):
+    """A ``gcsim compare`` option whose default (and choices) is :class:`CompareOptions`'s ``field``."""
+    return model_option(*param_decls, model=CompareOptions, field=field, choices=choices, **attrs)
+
+
+def _band_option(stat: str, what: str):
+    """``--<stat>-band``: the allowed relative error of ``stat``, default :class:`Bands`'s."""
+    return model_option(f"--{stat}-band", f"{stat}_band", model=Bands, field=stat, type=float,
+                        help=f"Allowed relative error of {what}.")
+
+
+#: the help of each option that sets a ``Literal`` field of :class:`CompareOptions` (``--<field>``, '_' as
+#: '-'; choices and default from the field), in the order ``--help`` lists them
+_CHOICE_HELP = {
+    "mode": "scenario: fresh straggler draws per replication (a prediction: out of sample with --calibrate-from "
+            "another run, in sample without); paired: replay the run's own draws (same seed) and bootstrap paired "
+            "on iterations: a model check, not a prediction.",
+    "cpu_source": "Per-partition CPU work: wall = de-contended compute wall time (best when each run is calibrated "
+                  "from itself); measured = the workers' CPU clocks in the trace (best with --calibrate-from "
+                  "another scheme).",
+    "load_from": f"{_WITH_MEASURED}: the CPU other processes took from the workers, as measured in the calibration "
+                 "run (a pure prediction) or during each target run (the machine's load then, an input recorded "
+                 "beside its iteration times, never fitted to them).",
+    "speed_from": f"{_WITH_MEASURED} and --calibrate-from: per-partition CPU work as calibrated; probe = scaled by "
+                  "each target's CPU-speed probe (meta.json cpu_probe, timed before its first iteration) over the "
+                  "calibration run's (still a prediction); target = scaled to each target's measured CPU per "
+                  "partition (a diagnostic of machine-speed drift between runs, basis 'given machine state', not "
+                  "a prediction).",
+    "background": f"{_WITH_MEASURED}: the steady CPU other processes take from the workers, fitted so the simulated "
+                  "calibration run's workers get the cores their CPU clocks say they got, or as measured (all the "
+                  "other-process CPU while the master waited, including what ran only on idle cycles).",
+}
+
+
+def _choice_options(command):
+    """Add to ``command`` one option per :data:`_CHOICE_HELP` field (a click decorator)."""
+    for field in reversed(_CHOICE_HELP):  # decorators apply bottom-up: reversed keeps the listed order
+        command = _option(f"--{field.replace('_', '-')}", field, field=field, choices=True,
+                          help=_CHOICE_HELP[field])(command)
+    return command
+
+
 @click.command("compare")
 @click.argument("run_dirs", nargs=-1, metavar="[RUN_DIR ...]")
-@click.option("--runs-root", default="runs/real", show_default=True, metavar="DIR",
+@click.option("--runs-root", default=str(DEFAULT_RUNS_ROOT), show_default=True, metavar="DIR",
               help="Without RUN_DIR: take the newest complete run per scheme under DIR.")
 @click.option("--calibrate-from", "calibrate_from", multiple=True, metavar="RUN",
               help="Calibrate compute/network/master from this run only and predict every compared run "
                    "(same n required); repeat it to pool several runs (e.g. the same scheme run before and "
                    "after the targets, which averages the machine's drift). Default: each run calibrates "
                    "from itself.")
-@click.option("--replications", type=int, default=5, show_default=True,
-              help="Simulated replications per compared scheme.")
+@_option("--replications", field="replications", type=int, help="Simulated replications per compared scheme.")
 @click.option("--warmup", type=int, default=None,
               help="Iterations dropped at the start of every observed and simulated run "
-                   "[default: min(10, iterations // 5)].")
-@click.option("--mean-band", type=float, default=0.05, show_default=True,
-              help="Allowed relative error of the mean (0.05 = ±5%).")
-@click.option("--p95-band", type=float, default=0.10, show_default=True,
-              help="Allowed relative error of the 95th percentile.")
-@click.option("--mode", type=click.Choice(["scenario", "paired"]), default="scenario", show_default=True,
-              help="scenario: fresh straggler draws per replication (a prediction: out of sample with "
-                   "--calibrate-from another run, in sample without); paired: replay the run's own draws "
-                   "(same seed) and bootstrap paired on iterations: a model check, not a prediction.")
-@click.option("--cpu-source", type=click.Choice(["wall", "measured"]), default="wall", show_default=True,
-              help="Per-partition CPU work: wall = de-contended compute wall time (best when each run is "
-                   "calibrated from itself); measured = the workers' CPU clocks in the trace (best with "
-                   "--calibrate-from another scheme).")
-@click.option("--load-from", "load_from", type=click.Choice(["calibration", "target"]), default="calibration",
-              show_default=True,
-              help="With --cpu-source measured: the CPU other processes took from the workers, as measured "
-                   "in the calibration run (a pure prediction) or during each target run (the machine's "
-                   "load then, an input recorded beside its iteration times, never fitted to them).")
-@click.option("--speed-from", "speed_from", type=click.Choice(["calibration", "probe", "target"]),
-              default="calibration", show_default=True,
-              help="With --cpu-source measured and --calibrate-from: per-partition CPU work as calibrated; "
-                   "probe = scaled by each target's CPU-speed probe (meta.json cpu_probe, timed before its first "
-                   "iteration) over the calibration run's (still a prediction); target = scaled to each target's "
-                   "measured CPU per partition (a diagnostic of machine-speed drift between runs, basis 'given "
-                   "machine state', not a prediction).")
-@click.option("--background", "background", type=click.Choice(["fitted", "measured"]), default="fitted",
-              show_default=True,
-              help="With --cpu-source measured: the steady CPU other processes take from the workers, fitted so the "
-                   "simulated calibration run's workers get the cores their CPU clocks say they got, or as measured "
-                   "(all the other-process CPU while the master waited, including what ran only on idle cycles).")
-@click.option("--speed-drift", "speed_drift", default="auto", show_default=True, metavar="auto|none|F",
-              help="Predictions (--calibrate-from, --cpu-source measured): the CPU-speed drift (a fraction, one "
-                   "standard deviation) added to the mean error's sampling CI as a prediction interval "
-                   "(validation.csv err_mean_pi_lo/hi, pi_covers); auto = measured on the calibration run(s): "
-                   "within each run, and between them when several are given.")
-@click.option("--bootstrap", "n_resamples", type=int, default=2000, show_default=True,
-              help="Bootstrap resamples per confidence interval.")
-@click.option("--seed", type=IntOption(0, 2**32 - 1), default=0, show_default=True,
-              help="Seed of replications and bootstraps (0 <= seed < 2**32).")
+                   f"[default: min({DEFAULT_WARMUP}, iterations // 5)].")
+@_band_option("mean", "the mean (0.05 = ±5%)")
+@_band_option("p95", "the 95th percentile")
+@_choice_options
+@_option("--speed-drift", "speed_drift", field="speed_drift", metavar="auto|none|F",
+         help="Predictions (--calibrate-from, --cpu-source measured): the CPU-speed drift (a fraction, one "
+              "standard deviation) added to the mean error's sampling CI as a prediction interval "
+              "(validation.csv err_mean_pi_lo/hi, pi_covers); auto = measured on the calibration run(s): "
+              "within each run, and between them when several are given.")
+@_option("--bootstrap", "n_resamples", field="n_resamples", type=int, help="Bootstrap resamples per confidence interval.")
+@_option("--seed", field="seed", type=IntOption(0, 2**32 - 1),
+         help="Seed of replications and bootstraps (0 <= seed < 2**32).")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
-              help="Output directory (default runs/compare/<UTC timestamp>/).")
+              help=f"Output directory (default {DEFAULT_COMPARE_ROOT}/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
             load_from, speed_from, background, speed_drift, n_resamples, seed, out_dir, progress):
@@ -99,11 +121,10 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     calibration.json, cdf.png, qq.png, predicted_vs_measured.png, timeline_<scheme>.png, report.md.
     Exit status: 0 all pass or warn, 1 some fail, 2 bad input (one line on stderr).
     """
-    from gcsim.compare.output import DEFAULT_COMPARE_ROOT, write_compare_outputs
-    from gcsim.compare.pipeline import CompareOptions, compare_runs
+    from gcsim.compare.output import write_compare_outputs
+    from gcsim.compare.pipeline import compare_runs
     from gcsim.compare.report import verdict_table
     from gcsim.compare.rundir import newest_runs, read_distinct_run_dirs, read_run_dir
-    from gcsim.compare.verdict import Bands
     from gcsim.errors import ConfigError
     from gcsim.rundir import check_out_dir, new_run_dir
 

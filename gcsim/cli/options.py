@@ -7,7 +7,10 @@ instead, which :func:`gcsim.cli.main` prints as ``gcsim: error: --iterations: ex
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
+import typing
+from typing import Any, Literal
 
 import click
 
@@ -75,3 +78,78 @@ def command_line(ctx: click.Context, name: str, positional: list[str]) -> str:
             continue
         parts += [param.opts[0], str(value)]
     return " ".join(shlex.quote(str(p)) for p in parts)
+
+
+# ----------------------------------------------------------------------------------- model defaults
+def field_default(model: type, name: str) -> Any:
+    """The default of field ``name`` of ``model``, a pydantic model class (``model_fields``) or a
+    dataclass, so that a CLI option states the model's default instead of a copy of it.
+
+    Raises:
+        KeyError: ``model`` has no field ``name``, or the field has no default.
+    """
+    fields = getattr(model, "model_fields", None)
+    if fields is not None:
+        if name not in fields or fields[name].is_required():
+            raise KeyError(f"{model.__name__}.{name}: no such field with a default")
+        return fields[name].get_default(call_default_factory=True)
+    for f in dataclasses.fields(model):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+            break
+    raise KeyError(f"{model.__name__}.{name}: no such field with a default")
+
+
+def parameter_default(func, name: str) -> Any:
+    """The default of keyword ``name`` of ``func`` (e.g. ``simulate_with``'s ``engine``), so that a CLI
+    option states the function's default instead of a copy of it.
+
+    Raises:
+        KeyError: ``func`` has no parameter ``name`` with a default.
+    """
+    import inspect
+
+    param = inspect.signature(func).parameters.get(name)
+    if param is None or param.default is inspect.Parameter.empty:
+        raise KeyError(f"{func.__name__}({name}=...): no such parameter with a default")
+    return param.default
+
+
+def field_choices(model: type, name: str) -> list[str]:
+    """The allowed values of field ``name`` of ``model`` (pydantic model or dataclass) annotated
+    ``Literal[...]`` (or ``Optional[Literal[...]]``), in their declared order.
+
+    Raises:
+        KeyError: no such field; TypeError: the field is not a ``Literal``.
+    """
+    hint = typing.get_type_hints(model)[name]
+    args = [hint] if typing.get_origin(hint) is Literal else list(typing.get_args(hint))
+    for a in args:
+        if typing.get_origin(a) is Literal:
+            return [str(v) for v in typing.get_args(a)]
+    raise TypeError(f"{model.__name__}.{name}: expected a Literal field, got {hint!r}")
+
+
+def model_option(*param_decls: str, model, field: str, choices=False, **attrs):
+    """``click.option(*param_decls, **attrs)`` whose default is ``model``'s default of ``field``, shown in
+    the help: ``model`` is a pydantic model or dataclass (:func:`field_default`) or a function (the
+    default of its keyword ``field``, :func:`parameter_default`). ``choices``: a sequence of allowed values
+    (a ``click.Choice``), ``True`` for the values of the model field's ``Literal`` (:func:`field_choices`),
+    or ``False``. ``attrs`` may not set ``default``.
+
+    Raises:
+        KeyError, TypeError: as :func:`field_default` / :func:`field_choices` (at import time, a bug).
+    """
+    if "default" in attrs:
+        raise TypeError("model_option: the default comes from the model, not from attrs")
+    if choices is True:
+        attrs["type"] = click.Choice(field_choices(model, field))
+    elif choices:
+        attrs["type"] = click.Choice(list(choices))
+    attrs.setdefault("show_default", True)
+    is_model = isinstance(model, type)
+    default = field_default(model, field) if is_model else parameter_default(model, field)
+    return click.option(*param_decls, default=default, **attrs)

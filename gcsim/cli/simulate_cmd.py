@@ -9,7 +9,9 @@ import threading
 
 import click
 
-from gcsim.cli.options import IntOption
+from gcsim.cli.options import IntOption, model_option
+from gcsim.sim.output import DEFAULT_SIM_ROOT
+from gcsim.sim.vector import ENGINES, TRACE_LEVELS, simulate_with
 
 
 def format_table(summary) -> str:
@@ -68,16 +70,16 @@ def terminate_as_exit(status: int = 128 + signal.SIGTERM):
 @click.command("simulate")
 @click.argument("scenario", metavar="SCENARIO")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
-              help="Run directory to create (default runs/sim/<scenario>-<UTC timestamp>/).")
+              help=f"Run directory to create (default {DEFAULT_SIM_ROOT}/<scenario>-<UTC timestamp>/).")
 @click.option("--iterations", type=IntOption(lo=1), default=None, help="Override the scenario's iterations (>= 1).")
 @click.option("--seed", type=IntOption(0, 2**32 - 1), default=None,
               help="Override the scenario's seed (0 <= seed < 2**32).")
 @click.option("--schemes", "schemes", default=None, metavar="a,b",
               help="Comma-separated scheme names (or labels) of the scenario to run (default all).")
-@click.option("--engine", type=click.Choice(["auto", "simpy", "vector"]), default="auto", show_default=True,
+@model_option("--engine", model=simulate_with, field="engine", choices=ENGINES,
               help="auto: the vectorised engine whenever it models the scenario (cancel policy, no CPU sharing, "
                    "iterations that do not overlap), else SimPy; vector/simpy force one.")
-@click.option("--trace", type=click.Choice(["none", "iterations", "full"]), default="full", show_default=True,
+@model_option("--trace", model=simulate_with, field="trace", choices=TRACE_LEVELS,
               help="Per-iteration/per-worker files to write: full (iterations.csv + workers.csv), iterations, "
                    "none (summary only; with the vector engine memory then does not grow with workers).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
@@ -90,8 +92,7 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, progres
     from gcsim.rundir import new_run_dir
     from gcsim.scenario import load_scenario
     from gcsim.sim.engine import apply_overrides
-    from gcsim.sim.vector import simulate_with
-    from gcsim.sim.output import DEFAULT_SIM_ROOT, write_sim_run
+    from gcsim.sim.output import write_sim_run
 
     from gcsim.errors import ConfigError
 

@@ -6,27 +6,33 @@ from pathlib import Path
 
 import click
 
-from gcsim.cli.options import IntOption
+from gcsim.cli.options import IntOption, field_default, model_option
+from gcsim.real.config import RealConfig
+from gcsim.sweep.config import DEFAULT_SWEEP_ROOT
+from gcsim.sweep.run import AUTO_TASKS_PER_CPU, EXECUTORS, MAX_AUTO_CHUNK, run_sweep
 
 
 @click.command("sweep")
 @click.argument("sweep", metavar="SWEEP.yaml")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
-              help="Run directory to create (default runs/sweep/<name>-<UTC timestamp>/); must be new or empty.")
+              help=f"Run directory to create (default {DEFAULT_SWEEP_ROOT}/<name>-<UTC timestamp>/); must be new or "
+                   "empty.")
 @click.option("--resume", "resume", default=None, metavar="RUN_DIR",
               help="Continue an interrupted or failed sweep in its directory: finished points are kept, the others "
                    "computed. Refused when the sweep's base, grid or engine differ from the run's.")
-@click.option("--executor", type=click.Choice(["auto", "ray", "local"]), default="auto", show_default=True,
+@model_option("--executor", model=run_sweep, field="executor", choices=EXECUTORS,
               help="auto: Ray tasks when Ray is installed (the 'real' extra), else local; ray: Ray tasks (a private "
                    "loopback-only Ray on this machine, or --address); local: one process, no Ray.")
 @click.option("--address", default=None, metavar="HOST:PORT",
               help="Run the tasks on this Ray cluster (its head's address) instead of a private local Ray.")
-@click.option("--connect-timeout", "connect_timeout", type=IntOption(lo=1), default=30, show_default=True,
-              help="Seconds to wait for --address to answer before a one-line error.")
+@click.option("--connect-timeout", "connect_timeout", type=IntOption(lo=1),
+              default=int(field_default(RealConfig, "connect_timeout_s")), show_default=True,
+              help="Seconds to wait for --address to answer before a one-line error (as gcsim real).")
 @click.option("--num-cpus", type=IntOption(lo=1), default=None,
               help="CPUs of the private Ray (default: this machine's usable CPUs).")
 @click.option("--chunk-size", type=IntOption(lo=1), default=None,
-              help="Points per Ray task (default: about 4 tasks per CPU, at most 25 points each).")
+              help=f"Points per Ray task (default: about {AUTO_TASKS_PER_CPU} tasks per CPU, at most {MAX_AUTO_CHUNK} "
+                   "points each).")
 @click.option("--point", "point", type=IntOption(lo=0), default=None,
               help="Print point K's scenario as YAML (the schemes it accepts) and exit: `gcsim simulate` of it "
                    "gives the sweep's numbers for that point. Creates nothing.")
@@ -46,7 +52,7 @@ def command(ctx, sweep, out_dir, resume, executor, address, connect_timeout, num
     from gcsim.cli.options import command_line
     from gcsim.rundir import check_out_dir
     from gcsim.sweep.config import load_sweep
-    from gcsim.sweep.run import resolve_executor, run_sweep
+    from gcsim.sweep.run import resolve_executor
 
     plan = load_sweep(sweep)
     if point is not None:

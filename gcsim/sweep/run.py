@@ -48,6 +48,8 @@ EXECUTORS = ("auto", "ray", "local")
 POINTS_LOG = "points.jsonl"
 #: most points one Ray task takes when the chunk size is chosen automatically
 MAX_AUTO_CHUNK = 25
+#: Ray tasks per CPU aimed at when the chunk size is chosen automatically
+AUTO_TASKS_PER_CPU = 4
 #: seconds between fsyncs of points.jsonl (each line is flushed at once: a killed process loses none)
 FSYNC_EVERY_S = 1.0
 
@@ -233,8 +235,9 @@ def resolve_executor(executor: str, address: str | None) -> str:
 
 
 def auto_chunk(points: int, cpus: int) -> int:
-    """Points per Ray task: about four tasks per CPU, at most :data:`MAX_AUTO_CHUNK` points each."""
-    return max(1, min(MAX_AUTO_CHUNK, math.ceil(points / max(1, cpus * 4))))
+    """Points per Ray task: about :data:`AUTO_TASKS_PER_CPU` tasks per CPU, at most :data:`MAX_AUTO_CHUNK`
+    points each."""
+    return max(1, min(MAX_AUTO_CHUNK, math.ceil(points / max(1, cpus * AUTO_TASKS_PER_CPU))))
 
 
 def local_points(plan: SweepPlan, todo: list[int]) -> Iterator[tuple[int, list[dict]]]:
@@ -628,6 +631,6 @@ def _bar(progress: bool, total: int, initial: int, name: str, executor: str):
         bar.close()
 
 
-__all__ = ["EXECUTORS", "POINTS_LOG", "PointLog", "PreparedPoint", "SweepResult", "auto_chunk", "check_same_sweep",
+__all__ = ["AUTO_TASKS_PER_CPU", "EXECUTORS", "POINTS_LOG", "PointLog", "PreparedPoint", "SweepResult", "auto_chunk", "check_same_sweep",
            "done_count", "evaluate_point", "local_points", "point_scenario", "prepare_point", "ray_points",
            "read_log", "resolve_executor", "run_chunk", "run_sweep"]
