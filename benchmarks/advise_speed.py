@@ -18,47 +18,25 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from _timed_cli import fresh_out_dir, timed_gcsim
+
 TARGET_S = {256: 60.0}
 
 
-def _load() -> str:
-    return "%.2f %.2f %.2f" % os.getloadavg()
-
-
-def _gcsim() -> list[str]:
-    exe = os.path.join(os.path.dirname(sys.executable), "gcsim")
-    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "gcsim.cli"]
-
-
 def run_once(scenario: str, n: int, extra: list[str], pin: bool) -> dict:
-    out = tempfile.mkdtemp(prefix="advise-bench-")
-    shutil.rmtree(out)
-    cmd = _gcsim() + ["advise", scenario, "--n", str(n), "--out", out] + extra
-    if pin and shutil.which("taskset"):
-        cmd = ["taskset", "-c", "0"] + cmd
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    before = _load()
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = _load()
-    row = {"n": n, "wall_s": wall, "load_before": before, "load_after": after, "rc": proc.returncode,
-           "command": " ".join(cmd)}
-    if proc.returncode == 0:
+    out = fresh_out_dir("advise-bench-")
+    run = timed_gcsim(["advise", scenario, "--n", str(n), "--out", out] + extra, pin=pin)
+    row = {"n": n, **{k: run[k] for k in ("wall_s", "load_before", "load_after", "rc", "command")}}
+    if run["rc"] == 0:
         meta = json.loads(open(os.path.join(out, "meta.json")).read())
         s = meta["search"][str(n)]
         row.update(advise_s=meta["wall_s"], best=meta["best"][str(n)], engine=s["engine"],
                    candidates=s["candidates"], classes=s["timing_classes"], lower_bounds=s["rows_lower_bound"],
                    not_searched=len(s["not_searched"]))
     else:
-        row["error"] = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+        row["error"] = (run["stderr"] or run["stdout"]).strip().splitlines()[-1:]
     shutil.rmtree(out, ignore_errors=True)
     return row
 

@@ -21,24 +21,11 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 import yaml
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-
-
-def _load() -> str:
-    return "%.2f %.2f %.2f" % os.getloadavg()
-
-
-def _gcsim() -> list[str]:
-    exe = os.path.join(os.path.dirname(sys.executable), "gcsim")
-    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "gcsim.cli"]
+from _timed_cli import ROOT, fresh_out_dir, timed_gcsim
 
 
 def sweep_doc(n: int, iterations: int, seeds: int, quick: bool) -> dict:
@@ -54,24 +41,17 @@ def sweep_doc(n: int, iterations: int, seeds: int, quick: bool) -> dict:
 
 
 def run_once(sweep_path: str, executor: str, extra: list[str]) -> dict:
-    out = tempfile.mkdtemp(prefix=f"sweep-bench-{executor}-")
-    shutil.rmtree(out)
-    cmd = _gcsim() + ["sweep", sweep_path, "--executor", executor, "--out", out, "--no-progress"] + extra
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    before = _load()
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = _load()
-    row = {"executor": executor, "wall_s": wall, "load_before": before, "load_after": after, "rc": proc.returncode,
-           "out": out, "command": " ".join(cmd)}
-    if proc.returncode == 0:
+    out = fresh_out_dir(f"sweep-bench-{executor}-")
+    run = timed_gcsim(["sweep", sweep_path, "--executor", executor, "--out", out, "--no-progress"] + extra)
+    row = {"executor": executor, "out": out, **{k: run[k] for k in ("wall_s", "load_before", "load_after", "rc",
+                                                                   "command")}}
+    if run["rc"] == 0:
         meta = json.loads(open(os.path.join(out, "meta.json")).read())
         sess = meta["sessions"][-1]
         row.update(points=meta["points"], rows=meta["rows"], status=meta["status_counts"], engines=meta["engines"],
                    session_s=sess["wall_s"], cpus=sess.get("cpus"), chunk=sess.get("chunk_size"))
     else:
-        row["error"] = (proc.stderr.strip().splitlines() or [""])[-1]
+        row["error"] = (run["stderr"].strip().splitlines() or [""])[-1]
     return row
 
 

@@ -4,7 +4,10 @@
   format, for the comparator's tests;
 * :func:`simulated_run`: a run directory written by the simulator, relabelled as a measured one;
 * :func:`make_image_folder`, :func:`zip_folder`: tiny CIFAR-10-shaped image folders (PNG, lossless,
-  so pixels can be checked exactly) for ``gcsim data prepare`` and the real executor.
+  so pixels can be checked exactly) for ``gcsim data prepare`` and the real executor;
+* :data:`SWEEP_BASE`, :data:`SWEEP_GRID`, :func:`sweep_file`, :func:`read_rows`,
+  :func:`interrupt_sweep_points`: a tiny ``gcsim sweep`` and its interruption, for the local and the
+  Ray executor's tests.
 
 Times are in seconds throughout. Test modules import these with ``from factories import ...``
 (``tests/`` is on ``sys.path``, see ``conftest.py``); no test module imports another test module.
@@ -12,6 +15,7 @@ Times are in seconds throughout. Test modules import these with ``from factories
 
 from __future__ import annotations
 
+import csv
 import json
 import zipfile
 from pathlib import Path
@@ -74,7 +78,8 @@ def write_run_dir(run_dir: Path, traces: dict[str, tuple[pd.DataFrame, pd.DataFr
     """Write a complete run directory (config.yaml, iterations.csv, workers.csv, summary.csv, then
     meta.json last) from ``traces``: scheme -> (iterations, workers) DataFrames as
     :func:`make_trace` returns them (times in seconds). ``params``: scheme -> (s, m) for the summary
-    (default (0, 1)); ``config``: config.yaml's content (default: derived from the traces);
+    (default (0, 1)); ``config``: config.yaml's content, a scenario mapping (default: derived from the traces, with a
+    1 MB gradient and 10 ms per partition);
     ``meta=False`` leaves meta.json out (an unfinished directory); ``created_utc`` overrides
     meta.json's date. Returns ``run_dir``."""
     run_dir = Path(run_dir)
@@ -89,6 +94,7 @@ def write_run_dir(run_dir: Path, traces: dict[str, tuple[pd.DataFrame, pd.DataFr
     cfg = config if config is not None else {
         "name": run_dir.name, "n_workers": n, "iterations": int(its["iteration"].max()) + 1, "seed": 0,
         "schemes": [{"name": sch, "s": loads[sch]["s"], "m": loads[sch]["m"], "seed": 0} for sch in traces],
+        "workload": {"gradient_bytes": 1e6, "compute": {"dist": "constant", "value": 0.01}},
         "policy": "cancel",
     }
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -206,3 +212,54 @@ class FixedDelays:
         for w, v in self.delays.get(iteration, {}).items():
             d[w] = v
         return StragglerDraw(delay_s=d, slowdown=np.ones(self.n_workers), slow=np.zeros(self.n_workers, dtype=bool))
+
+
+# --------------------------------------------------------------------------------------------------
+# sweeps (gcsim sweep)
+# --------------------------------------------------------------------------------------------------
+#: the base scenario of the tiny sweeps: n = 6, 30 iterations, 10 ms per partition, bimodal delays
+SWEEP_BASE = {
+    "name": "tinybase", "n_workers": 6, "iterations": 30, "seed": 1,
+    "schemes": [{"name": "uncoded"}],
+    "workload": {"gradient_bytes": 1.0e6, "compute": {"dist": "constant", "value": 0.01}},
+    "stragglers": {"delay": {"dist": "bimodal", "p": 0.1, "delay": 0.5, "base": {"dist": "expon", "scale": 0.005}}},
+}
+
+#: a grid over n, schemes (one a group of two), s and the straggler probability: 48 points
+SWEEP_GRID = {"n": [4, 6], "schemes": ["uncoded", "gc-fr", ["gc-cr", "ignore-stragglers"]], "s": [0, 1],
+              "stragglers.delay.p": [0.05, 0.2]}
+
+
+def sweep_file(tmp_path: Path, grid: dict, name: str = "tiny", **more) -> Path:
+    """Write ``<tmp_path>/<name>.yaml``: a sweep of :data:`SWEEP_BASE` over ``grid`` (``more``: other
+    top-level sweep fields, e.g. ``engine``). Returns its path."""
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump({"name": name, "base": SWEEP_BASE, "grid": grid, **more}, sort_keys=False))
+    return p
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a CSV file (sweep.csv) as dicts of strings."""
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def interrupt_sweep_points(monkeypatch, at_call: int):
+    """Make :func:`gcsim.sweep.run.evaluate_point` raise KeyboardInterrupt at its ``at_call``-th call
+    (the earlier ones evaluate as usual), as a Ctrl-C in the middle of a sweep would.
+
+    Returns:
+        a function of no arguments that puts the real ``evaluate_point`` back.
+    """
+    import gcsim.sweep.run as sweep_run
+
+    real, calls = sweep_run.evaluate_point, []
+
+    def interrupted(plan, k, memo=None):
+        calls.append(k)
+        if len(calls) == at_call:
+            raise KeyboardInterrupt
+        return real(plan, k, memo)
+
+    monkeypatch.setattr(sweep_run, "evaluate_point", interrupted)
+    return lambda: monkeypatch.setattr(sweep_run, "evaluate_point", real)

@@ -4,7 +4,6 @@ is in test_sweep_ray.py (a Ray module). Tiny sizes, no wall-clock assertions."""
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import subprocess
@@ -13,34 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from factories import SWEEP_BASE as BASE, SWEEP_GRID as GRID, interrupt_sweep_points, read_rows, sweep_file
 
 from gcsim.cli import main
 from gcsim.errors import ConfigError
 from gcsim.sweep.config import load_sweep, validate_sweep
 from gcsim.sweep.run import POINTS_LOG, evaluate_point, run_sweep
-
-BASE = {
-    "name": "tinybase", "n_workers": 6, "iterations": 30, "seed": 1,
-    "schemes": [{"name": "uncoded"}],
-    "workload": {"gradient_bytes": 1.0e6, "compute": {"dist": "constant", "value": 0.01}},
-    "stragglers": {"delay": {"dist": "bimodal", "p": 0.1, "delay": 0.5, "base": {"dist": "expon", "scale": 0.005}}},
-}
-
-
-def sweep_file(tmp_path: Path, grid: dict, name: str = "tiny", **more) -> Path:
-    p = tmp_path / f"{name}.yaml"
-    p.write_text(yaml.safe_dump({"name": name, "base": BASE, "grid": grid, **more}, sort_keys=False))
-    return p
-
-
-GRID = {"n": [4, 6], "schemes": ["uncoded", "gc-fr", ["gc-cr", "ignore-stragglers"]], "s": [0, 1],
-        "stragglers.delay.p": [0.05, 0.2]}
-
-
-def read_rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
 
 def test_grid_expansion_counts_and_order(tmp_path):
     plan = load_sweep(sweep_file(tmp_path, GRID))
@@ -146,23 +123,13 @@ def test_resume_computes_only_the_missing_points_and_equals_an_uninterrupted_run
 
 
 def test_ctrl_c_in_the_cli_leaves_a_resumable_run_and_says_how(tmp_path, capsys, monkeypatch):
-    import gcsim.sweep.run as sweep_run
     sf = sweep_file(tmp_path, {"seed": [1, 2, 3, 4, 5, 6]})
-    real = sweep_run.evaluate_point
-    calls = []
-
-    def interrupted(plan, k, memo=None):
-        calls.append(k)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(plan, k, memo)
-
-    monkeypatch.setattr(sweep_run, "evaluate_point", interrupted)
+    restore = interrupt_sweep_points(monkeypatch, at_call=3)
     out = tmp_path / "run"
     assert main(["sweep", str(sf), "--executor", "local", "--out", str(out), "--no-progress"]) == 130
     err = capsys.readouterr().err
     assert f"--resume {out}" in err and "2 of 6 points done" in err
-    monkeypatch.setattr(sweep_run, "evaluate_point", real)
+    restore()
     assert main(["sweep", str(sf), "--executor", "local", "--resume", str(out), "--no-progress"]) == 0
     assert "4 computed" in capsys.readouterr().out
     assert len(read_rows(out / "sweep.csv")) == 6
