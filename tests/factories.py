@@ -8,6 +8,8 @@
 * :data:`SWEEP_BASE`, :data:`SWEEP_GRID`, :func:`sweep_file`, :func:`read_rows`,
   :func:`interrupt_sweep_points`: a tiny ``gcsim sweep`` and its interruption, for the local and the
   Ray executor's tests.
+* :func:`closed_form_scenario`, :func:`closed_form_means`: the scenario whose mean iteration time per
+  scheme has a closed form (``gcsim advise``'s tests).
 
 Times are in seconds throughout. Test modules import these with ``from factories import ...``
 (``tests/`` is on ``sys.path``, see ``conftest.py``); no test module imports another test module.
@@ -263,3 +265,43 @@ def interrupt_sweep_points(monkeypatch, at_call: int):
 
     monkeypatch.setattr(sweep_run, "evaluate_point", interrupted)
     return lambda: monkeypatch.setattr(sweep_run, "evaluate_point", real)
+
+
+# --------------------------------------------------------------------------------------------------
+# a scenario with closed-form means (gcsim advise)
+# --------------------------------------------------------------------------------------------------
+#: workers, delay probability, delay seconds, compute seconds per partition of :func:`closed_form_scenario`
+CF_N, CF_P, CF_DELAY, CF_C = 6, 0.1, 1.0, 0.05
+
+
+def closed_form_scenario(stragglers: dict, iterations: int = 1500):
+    """A validated scenario of :data:`CF_N` workers computing :data:`CF_C` seconds per partition, no
+    communication, with ``stragglers`` (e.g. ``{"delay": {"dist": "bimodal", "p": CF_P, "delay":
+    CF_DELAY}}``, the case :func:`closed_form_means` solves)."""
+    from gcsim.scenario import validate_scenario
+
+    return validate_scenario({"name": "cf", "n_workers": CF_N, "iterations": iterations, "seed": 1,
+                              "schemes": [{"name": "uncoded"}],
+                              "workload": {"gradient_bytes": 0.0, "compute": {"dist": "constant", "value": CF_C}},
+                              "stragglers": stragglers})
+
+
+def closed_form_means() -> dict:
+    """Mean iteration time (seconds) per ``(scheme, s, m)`` of :func:`closed_form_scenario` with additive
+    Bernoulli delays (prob P add DELAY), compute C per partition, no communication, decode 0, cancel
+    policy (iterations i.i.d.):
+    any-(n-s) schemes (gc-cr, gc-mds, cce-cr with d = s+m): d·C + DELAY·P(Bin(n, P) > s);
+    groups of g = s+m workers needing m arrivals each (gc-fr: m = 1; cce-fr):
+    d·C + DELAY·(1 - (1 - P(Bin(g, P) > g - m))^(n/g)); uncoded: C + DELAY·(1 - (1-P)^n)."""
+    from scipy.stats import binom
+
+    N, P, DELAY, C = CF_N, CF_P, CF_DELAY, CF_C
+    out = {("uncoded", 0, 1): C + DELAY * (1 - (1 - P) ** N)}
+    for s in range(1, N):
+        out[("gc-cr", s, 1)] = (s + 1) * C + DELAY * binom.sf(s, N, P)
+        for m in range(1, 5):
+            g = s + m
+            if g <= N and N % g == 0:
+                fail = binom.sf(g - m, g, P)
+                out[("cce-fr" if m > 1 else "gc-fr", s, m)] = g * C + DELAY * (1 - (1 - fail) ** (N // g))
+    return out

@@ -6,37 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from factories import write_bimodal_scenario
-from scipy.stats import binom
+from factories import CF_C as C, CF_DELAY as DELAY, CF_N as N, CF_P as P, closed_form_means
+from factories import closed_form_scenario as _scenario, write_bimodal_scenario
 
 from gcsim.advise.search import advise
-from gcsim.scenario import validate_scenario
-
-N, P, DELAY, C = 6, 0.1, 1.0, 0.05
-
-
-def _scenario(stragglers, iterations=1500):
-    return validate_scenario({"name": "cf", "n_workers": N, "iterations": iterations, "seed": 1,
-                              "schemes": [{"name": "uncoded"}],
-                              "workload": {"gradient_bytes": 0.0, "compute": {"dist": "constant", "value": C}},
-                              "stragglers": stragglers})
-
-
-def closed_form_means() -> dict:
-    """Mean iteration time with additive Bernoulli delays (prob P add DELAY), compute C per partition, no
-    communication, decode 0, cancel policy (iterations i.i.d.):
-    any-(n-s) schemes (gc-cr, gc-mds, cce-cr with d = s+m): d·C + DELAY·P(Bin(n, P) > s);
-    groups of g = s+m workers needing m arrivals each (gc-fr: m = 1; cce-fr):
-    d·C + DELAY·(1 - (1 - P(Bin(g, P) > g - m))^(n/g)); uncoded: C + DELAY·(1 - (1-P)^n)."""
-    out = {("uncoded", 0, 1): C + DELAY * (1 - (1 - P) ** N)}
-    for s in range(1, N):
-        out[("gc-cr", s, 1)] = (s + 1) * C + DELAY * binom.sf(s, N, P)
-        for m in range(1, 5):
-            g = s + m
-            if g <= N and N % g == 0:
-                fail = binom.sf(g - m, g, P)
-                out[("cce-fr" if m > 1 else "gc-fr", s, m)] = g * C + DELAY * (1 - (1 - fail) ** (N // g))
-    return out
 
 
 def test_top_choice_is_the_closed_form_best():

@@ -21,8 +21,7 @@ from gcsim.advise.candidates import PATTERN_BUDGET, Timing, build_candidates, gu
 from gcsim.advise.search import VERIFY_TOP, advise
 from gcsim.scenario import validate_scenario
 
-from test_advise import closed_form_means, _scenario as closed_form_scenario
-from factories import write_bimodal_scenario
+from factories import closed_form_means, closed_form_scenario, write_bimodal_scenario
 
 KEYS = ["scheme", "s", "m"]
 
