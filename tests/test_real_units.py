@@ -280,3 +280,20 @@ def test_study_options_name_real_and_compare_fields():
     assert StudyOptions().compare_options() == CompareOptions()
     assert StudyOptions(replications=2, data_dir="x").compare_options().replications == 2
     assert StudyOptions(data_dir="x", batch_size=8).real_options() == {"data_dir": "x", "batch_size": 8}
+
+
+def test_gcsim_real_help_states_the_models_defaults_and_choices():
+    from gcsim.cli.real_cmd import command
+    from gcsim.real.config import RealConfig
+
+    params = {p.name: p for p in command.params}
+    for name, field in [("batch_size", "batch_size"), ("lr", "lr"), ("eval_every", "eval_every"),
+                        ("checkpoint_every", "checkpoint_every"), ("data_dir", "data_dir"),
+                        ("connect_timeout_s", "connect_timeout_s"), ("fetch_timeout_s", "fetch_timeout_s"),
+                        ("model", "model"), ("placement", "placement")]:
+        default = RealConfig.model_fields[field].default
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        assert f"[{shown}]" in params[name].help, name
+        assert params[name].default is None  # not given: the scenario / real.yaml / the model decides
+    assert list(params["model"].type.choices) == ["small-cnn", "resnet18"]
+    assert list(params["placement"].type.choices) == ["spread", "pack"]

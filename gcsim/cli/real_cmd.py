@@ -9,7 +9,16 @@ from pathlib import Path
 
 import click
 
+from gcsim.cli.options import field_choices, field_default
+from gcsim.real.config import RealConfig
 from gcsim.validation import POLICIES
+
+
+def _default(name: str) -> str:
+    """``[<RealConfig's default of name>]`` for the help (the option itself defaults to None: not given,
+    so that a ``--resume`` keeps the run's saved value)."""
+    value = field_default(RealConfig, name)
+    return f"[{value:g}]" if isinstance(value, float) else f"[{value}]"
 
 
 @click.command(name="real")
@@ -21,31 +30,32 @@ from gcsim.validation import POLICIES
 @click.option("--s", "s", type=int, default=None, help="Stragglers tolerated [scenario's entry for the scheme].")
 @click.option("--m", "m", type=int, default=None, help="Communication reduction [scenario's entry for the scheme].")
 @click.option("--iterations", type=int, default=None, help="SGD iterations [scenario].")
-@click.option("--batch-size", type=int, default=None, help="Global mini-batch B, split over the n partitions [192].")
-@click.option("--lr", type=float, default=None, help="SGD learning rate [0.05].")
-@click.option("--model", type=click.Choice(["small-cnn", "resnet18"]), default=None, help="Model [small-cnn].")
-@click.option("--eval-every", type=int, default=None, help="Evaluate on the test set every E iterations [50].")
-@click.option("--checkpoint-every", type=int, default=None, help="Checkpoint every K iterations [50].")
+@click.option("--batch-size", type=int, default=None, help=f"Global mini-batch B, split over the n partitions {_default('batch_size')}.")
+@click.option("--lr", type=float, default=None, help=f"SGD learning rate {_default('lr')}.")
+@click.option("--model", type=click.Choice(field_choices(RealConfig, "model")), default=None,
+              help=f"Model {_default('model')}.")
+@click.option("--eval-every", type=int, default=None, help=f"Evaluate on the test set every E iterations {_default('eval_every')}.")
+@click.option("--checkpoint-every", type=int, default=None, help=f"Checkpoint every K iterations {_default('checkpoint_every')}.")
 @click.option("--seed", type=int, default=None, help="Seed of model, data sampling and stragglers [scenario].")
 @click.option("--policy", type=click.Choice(POLICIES), default=None,
               help="Straggler-work policy [scenario].")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-              help="Directory holding cifar-10-batches-py [data/cifar10].")
+              help=f"Directory holding cifar-10-batches-py {_default('data_dir')}.")
 @click.option("--max-train-samples", type=int, default=None, help="Use only the first N training images.")
 @click.option("--address", default=None, help="Join this Ray cluster (host:port of its head) instead of starting "
               "a private local Ray; with --resume, overrides the saved address.")
 @click.option("--connect-timeout", "connect_timeout_s", type=float, default=None,
-              help="Seconds to reach --address [30].")
+              help=f"Seconds to reach --address {_default('connect_timeout_s')}.")
 @click.option("--placement-timeout", "placement_timeout_s", type=float, default=None,
-              help="Seconds to place the workers' placement group [120].")
+              help=f"Seconds to place the workers' placement group {_default('placement_timeout_s')}.")
 @click.option("--setup-timeout", "setup_timeout_s", type=float, default=None,
-              help="Seconds for every worker to start and load its data [600].")
+              help=f"Seconds for every worker to start and load its data {_default('setup_timeout_s')}.")
 @click.option("--fetch-timeout", "fetch_timeout_s", type=float, default=None,
-              help="Seconds to fetch a used reply before its worker counts as lost [60].")
+              help=f"Seconds to fetch a used reply before its worker counts as lost {_default('fetch_timeout_s')}.")
 @click.option("--worker-cpus", type=float, default=None,
               help="Logical CPUs per worker actor [the most, at most 1, that fits every node's CPUs].")
-@click.option("--placement", type=click.Choice(["spread", "pack"]), default=None,
-              help="Spread the workers over the nodes or pack them onto few [spread].")
+@click.option("--placement", type=click.Choice(field_choices(RealConfig, "placement")), default=None,
+              help=f"Spread the workers over the nodes or pack them onto few {_default('placement')}.")
 @click.option("--workers-per-process", "workers_per_process", default=None, metavar="K|auto",
               help="Logical workers per Ray actor process: K share one process and one torch import (each in "
                    "its own thread; CPU measured per thread); 1: a process per worker [auto: 1 up to 16 workers "
