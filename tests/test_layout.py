@@ -98,6 +98,18 @@ def test_cli_defaults_and_choices_come_from_the_models():
     sweep = {p.name: p for p in sweep_cmd.command.params}
     assert list(sweep["executor"].type.choices) == list(EXECUTORS)
     assert sweep["connect_timeout"].default == RealConfig.model_fields["connect_timeout_s"].default
+    from gcsim.advise.search import DECODE_CHECKS, OBJECTIVES
+    from gcsim.cli import advise_cmd, calibrate_cmd
+    from gcsim.cli.options import parameter_default
+    from gcsim.compare.scenario_file import write_calibrated_scenario
+
+    adv = {p.name: p for p in advise_cmd.command.params}
+    assert list(adv["objective"].type.choices) == list(OBJECTIVES)
+    assert list(adv["decode_check"].type.choices) == list(DECODE_CHECKS)
+    for name in ("objective", "max_m", "decode_check"):
+        assert adv[name].default == parameter_default(advise_cmd.advise, name), name
+    cal = {p.name: p for p in calibrate_cmd.command.params}
+    assert cal["warmup"].default == parameter_default(write_calibrated_scenario, "warmup")
 
 
 def test_option_defaults_of_pydantic_models_dataclasses_and_functions():

@@ -17,6 +17,9 @@ import pandas as pd
 
 from gcsim.advise.search import COLUMNS, VERIFY_TOP, Advice
 
+#: parent of ``gcsim advise``'s run directories when ``--out`` is not given
+DEFAULT_ADVISE_ROOT = Path("runs/advise")
+
 
 def format_table(adv: Advice, top: int | None = None) -> str:
     """The ranked table as text: exact schemes, then approximate ones ranked apart; times in seconds

@@ -5,17 +5,19 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from gcsim.cli.options import IntOption
+from gcsim.advise.output import DEFAULT_ADVISE_ROOT
+from gcsim.advise.search import DECODE_CHECKS, OBJECTIVES, VERIFY_TOP, advise
+from gcsim.cli.options import IntOption, model_option
 
 
 @click.command("advise")
 @click.argument("scenario", metavar="SCENARIO")
 @click.option("--n", "n_list", default=None, metavar="N[,N...]",
               help="Workers (default the scenario's n_workers); a comma-separated list searches each.")
-@click.option("--objective", type=click.Choice(["mean", "p95", "p99"]), default="mean", show_default=True,
+@model_option("--objective", model=advise, field="objective", choices=OBJECTIVES,
               help="What to minimise: mean, p95 or p99 iteration time.")
 @click.option("--max-s", type=IntOption(lo=0), default=None, help="Largest s tried (default n - 1; with several --n, capped at each n - 1).")
-@click.option("--max-m", type=IntOption(lo=1), default=4, show_default=True, help="Largest m tried (cce-*).")
+@model_option("--max-m", model=advise, field="max_m", type=IntOption(lo=1), help="Largest m tried (cce-*).")
 @click.option("--iterations", type=IntOption(lo=10), default=1000, show_default=True,
               help="Simulated iterations per candidate (all candidates share the same draws).")
 @click.option("--seed", type=IntOption(0, 2**32 - 1), default=None, help="Override the scenario's seed.")
@@ -26,15 +28,15 @@ from gcsim.cli.options import IntOption
                    "= iterations x predicted mean iteration time.")
 @click.option("--accuracy-target", type=click.FloatRange(0, 1, min_open=True), default=None,
               help="Which target of an --iterations-to-target CSV (fraction, e.g. 0.5).")
-@click.option("--decode-check", type=click.Choice(["top", "all"]), default="top", show_default=True,
-              help="Check the decodes (refusals of ill-conditioned sets) of the top 3 exact rows, re-ranking until "
-                   "they are all checked (other rows of gc-cr/gc-mds/cce-cr are then lower bounds, marked >=), or of "
-                   "every row (minutes at n >= 64).")
+@model_option("--decode-check", model=advise, field="decode_check", choices=DECODE_CHECKS,
+              help=f"Check the decodes (refusals of ill-conditioned sets) of the top {VERIFY_TOP} exact rows, re-ranking "
+                   "until they are all checked (other rows of gc-cr/gc-mds/cce-cr are then lower bounds, marked >=), "
+                   "or of every row (minutes at n >= 64).")
 @click.option("--thorough", is_flag=True, default=False,
               help="The reference search: build every candidate whatever its construction check costs (cce-cr/cce-fr "
                    "with s near n: minutes each at n >= 64) and check every decode.")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
-              help="Run directory to create (default runs/advise/<scenario>-<UTC timestamp>/).")
+              help=f"Run directory to create (default {DEFAULT_ADVISE_ROOT}/<scenario>-<UTC timestamp>/).")
 @click.pass_context
 def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, top, to_target, accuracy_target,
             decode_check, thorough, out_dir):
@@ -48,7 +50,6 @@ def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, to
     schemes are also ranked by predicted time to target (time_to_target.csv).
     """
     from gcsim.advise.output import format_table, not_searched_text, write_advice
-    from gcsim.advise.search import advise
     from gcsim.advise.target import format_time_to_target, parse_iterations_to_target, time_to_target
     from gcsim.cli.options import command_line
     from gcsim.errors import ConfigError
@@ -77,7 +78,7 @@ def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, to
     targets = None
     if to_target_iters is not None:
         targets = pd.concat([time_to_target(a.table, to_target_iters) for a in advices], ignore_index=True)
-    rd = new_run_dir(out_dir, root="runs/advise", prefix=sc.name)
+    rd = new_run_dir(out_dir, root=DEFAULT_ADVISE_ROOT, prefix=sc.name)
     try:
         write_advice(advices, sc, rd.path, command_line(ctx, "advise", [scenario]), targets=targets)
     except BaseException:

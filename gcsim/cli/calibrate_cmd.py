@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from gcsim.cli.options import IntOption, command_line
+from gcsim.cli.options import IntOption, command_line, model_option
+from gcsim.compare.scenario_file import write_calibrated_scenario
 
 
 @click.command("calibrate")
@@ -12,7 +13,7 @@ from gcsim.cli.options import IntOption, command_line
 @click.option("--out", "out_path", required=True, metavar="FILE.yaml",
               help="Scenario file to write (refused if it exists, unless --force); empirical "
                    "distributions go to FILE.<name>.csv beside it.")
-@click.option("--warmup", type=IntOption(0), default=10, show_default=True,
+@model_option("--warmup", model=write_calibrated_scenario, field="warmup", type=IntOption(0),
               help="Iterations dropped at the start of the run before calibrating.")
 @click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
 def command(run_dirs, out_path, warmup, force):
@@ -34,7 +35,7 @@ def command(run_dirs, out_path, warmup, force):
     gcsim simulate my_cluster.yaml
     """
     from gcsim.compare.rundir import read_distinct_run_dirs
-    from gcsim.compare.scenario_file import pooled_differences, write_calibrated_scenario
+    from gcsim.compare.scenario_file import pooled_differences
 
     runs = read_distinct_run_dirs(run_dirs, "RUN_DIR")
     cmd = command_line(click.get_current_context(), "calibrate", [str(p) for p in run_dirs])

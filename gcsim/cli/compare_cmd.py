@@ -97,7 +97,8 @@ def _choice_options(command):
               "standard deviation) added to the mean error's sampling CI as a prediction interval "
               "(validation.csv err_mean_pi_lo/hi, pi_covers); auto = measured on the calibration run(s): "
               "within each run, and between them when several are given.")
-@_option("--bootstrap", "n_resamples", field="n_resamples", type=int, help="Bootstrap resamples per confidence interval.")
+@_option("--bootstrap", "n_resamples", field="n_resamples", type=int,
+         help="Bootstrap resamples per confidence interval.")
 @_option("--seed", field="seed", type=IntOption(0, 2**32 - 1),
          help="Seed of replications and bootstraps (0 <= seed < 2**32).")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
