@@ -10,6 +10,7 @@
   Ray executor's tests.
 * :func:`closed_form_scenario`, :func:`closed_form_means`: the scenario whose mean iteration time per
   scheme has a closed form (``gcsim advise``'s tests).
+* :func:`shared_cpu_scenario`: four workers sharing cores, one three times slower (the CPU model's tests).
 
 Times are in seconds throughout. Test modules import these with ``from factories import ...``
 (``tests/`` is on ``sys.path``, see ``conftest.py``); no test module imports another test module.
@@ -305,3 +306,18 @@ def closed_form_means() -> dict:
                 fail = binom.sf(g - m, g, P)
                 out[("cce-fr" if m > 1 else "gc-fr", s, m)] = g * C + DELAY * (1 - (1 - fail) ** (N // g))
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# workers sharing cores (workload.cores)
+# --------------------------------------------------------------------------------------------------
+def shared_cpu_scenario(iterations: int, **workload) -> dict:
+    """Scenario mapping: 4 workers, ``uncoded`` and ``ignore-stragglers`` s = 1, one partition of 0.1
+    CPU-seconds each, no messages, worker 3 three times slower (``worker_scale``), seed 3; ``workload``
+    adds to the workload section (e.g. ``cores=2``, ``call_overhead={...}``)."""
+    return {
+        "name": "cpu", "n_workers": 4, "iterations": iterations, "seed": 3,
+        "schemes": [{"name": "uncoded"}, {"name": "ignore-stragglers", "s": 1}],
+        "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.1}, **workload},
+        "stragglers": {"worker_scale": [1, 1, 1, 3]},
+    }

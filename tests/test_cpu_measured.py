@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from factories import make_trace, write_run_dir
+from factories import make_trace, shared_cpu_scenario, write_run_dir
 
 from gcsim.compare.calibrate import calibrate, measured_cpu, split_idle_cpu, worker_idle_s
 from gcsim.compare.rundir import read_run_dir
@@ -15,12 +15,7 @@ from gcsim.sim.engine import simulate
 
 
 def _scenario(**workload):
-    return {
-        "name": "cpu", "n_workers": 4, "iterations": 5, "seed": 3,
-        "schemes": [{"name": "uncoded"}, {"name": "ignore-stragglers", "s": 1}],
-        "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.1}, **workload},
-        "stragglers": {"worker_scale": [1, 1, 1, 3]},
-    }
+    return shared_cpu_scenario(5, **workload)
 
 
 def test_sim_cpu_is_the_drawn_work():

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import simpy
+from factories import shared_cpu_scenario
 
 from gcsim.errors import ConfigError
 from gcsim.scenario import validate_scenario
@@ -80,12 +81,7 @@ def test_zero_work_and_bad_capacity():
 
 
 def _scenario(**workload):
-    return {
-        "name": "cpu", "n_workers": 4, "iterations": 6, "seed": 3,
-        "schemes": [{"name": "uncoded"}, {"name": "ignore-stragglers", "s": 1}],
-        "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.1}, **workload},
-        "stragglers": {"worker_scale": [1, 1, 1, 3]},
-    }
+    return shared_cpu_scenario(6, **workload)
 
 
 def test_engine_shares_cores_and_slowdown_is_idle_time():
