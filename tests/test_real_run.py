@@ -161,7 +161,9 @@ def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
     assert rd.read_status()["status"] == "interrupted"
     assert rd.load_checkpoint()["next_iteration"] == 4
     assert signal.getsignal(signal.SIGINT) is sigint_before  # handler restored
-    # ... and a second resume finishes the run
+    # ... and a second resume finishes the run, here from a real.yaml as runs before issue 11 wrote it
+    # (the run facts of config.yaml repeated, agreeing)
+    (env / "run3" / "real.yaml").write_text(yaml.safe_dump(spec.flat()))
     res = resume_real(env / "run3", progress=False)
     assert res.status == "finished" and res.iterations_done == ITERS
     run = read_run_dir(env / "run3")
