@@ -37,8 +37,9 @@ RUN_FACT_PATHS = {"scheme": "schemes.0.name", "n_workers": "n_workers", "s": "sc
                   "scheme_seed": "schemes.0.seed", "seed": "seed", "iterations": "iterations", "policy": "policy"}
 #: ``real.yaml`` keys of runs written before issue 11: the run facts, repeated from ``config.yaml``.
 LEGACY_RUN_KEYS = tuple(RUN_FACT_PATHS)
-#: The command-line option of each run fact that ``gcsim real`` overrides (errors name these).
-RUN_FACT_OPTIONS = {"n_workers": "--workers", "s": "--s", "m": "--m", "scheme_seed": "--scheme-seed",
+#: The run facts :func:`resolve_config` overrides, each with the name its errors give: the ``gcsim real``
+#: option (``scheme_seed`` has none: it is set from Python only).
+RUN_FACT_OPTIONS = {"n_workers": "--workers", "s": "--s", "m": "--m", "scheme_seed": "scheme_seed",
                     "seed": "--seed", "iterations": "--iterations", "policy": "--policy"}
 
 
