@@ -19,6 +19,7 @@ neighbour (``/proc/<pid>/stat`` utime + stime).
 
     .venv/bin/python benchmarks/session_shares.py                  # ~1 minute
     .venv/bin/python benchmarks/session_shares.py --no-neighbour   # the control
+    .venv/bin/python benchmarks/session_shares.py --workers 6 --worker-work-s 0.06   # like a real run's workers
 
 Meaningful only on a machine where nothing else runs: record ``uptime`` beside the result.
 """
@@ -35,6 +36,17 @@ import time
 import numpy as np
 
 SPIN = "while True: pass"
+#: an intermittent worker, like a real one: burn ``work_s`` CPU-seconds (its partitions), then sleep an
+#: exponential delay of mean ``sleep_s`` (its straggler delay), forever; argv: work_s sleep_s seed
+WORKER = """
+import random, sys, time
+work, mean_sleep, rng = float(sys.argv[1]), float(sys.argv[2]), random.Random(int(sys.argv[3]))
+while True:
+    c0 = time.process_time()
+    while time.process_time() - c0 < work:
+        pass
+    time.sleep(rng.expovariate(1.0 / mean_sleep))
+"""
 MASTER = """
 import sys, time
 duty, period = float(sys.argv[1]), float(sys.argv[2])
@@ -65,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window-s", type=float, default=4.0, help="measurement window per duty [4 s]")
     ap.add_argument("--rounds", type=int, default=3, help="rounds over the duties, interleaved [3]")
     ap.add_argument("--no-neighbour", action="store_true", help="no busy loop in another session")
+    ap.add_argument("--worker-work-s", type=float, default=None,
+                    help="make the niced workers intermittent, like a real run's: each burns this many "
+                         "CPU-seconds, then sleeps an exponential delay of mean --worker-sleep-s [always busy]")
+    ap.add_argument("--worker-sleep-s", type=float, default=0.15, help="mean sleep of an intermittent worker [0.15 s]")
     a = ap.parse_args(argv)
     if a.workers < 1 or a.window_s <= 0 or a.period_s <= 0 or not all(0 <= d < 1 for d in a.duties):
         ap.error("--workers >= 1, --window-s > 0, --period-s > 0 and every duty in [0, 1) are required")
@@ -79,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         spinners = []
         for _ in range(a.workers):
             nice = a.nice
-            p = subprocess.Popen([sys.executable, "-c", SPIN], preexec_fn=lambda: os.nice(nice))
+            code = [SPIN] if a.worker_work_s is None else [WORKER, str(a.worker_work_s), str(a.worker_sleep_s),
+                                                            str(len(spinners))]
+            p = subprocess.Popen([sys.executable, "-c", *code], preexec_fn=lambda: os.nice(nice))
             started.append(p)
             spinners.append(p)
         time.sleep(0.5)
@@ -113,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         autogroup = open("/proc/sys/kernel/sched_autogroup_enabled").read().strip()
     except OSError:
         pass
-    print(f"{a.workers} spinners at nice {a.nice}; master at nice 0, period {a.period_s * 1e3:.0f} ms; "
+    kind = ("spinners" if a.worker_work_s is None else
+            f"intermittent workers ({a.worker_work_s * 1e3:.0f} ms CPU, then ~{a.worker_sleep_s * 1e3:.0f} ms asleep)")
+    print(f"{a.workers} {kind} at nice {a.nice}; master at nice 0, period {a.period_s * 1e3:.0f} ms; "
           f"neighbour: {'none' if a.no_neighbour else 'busy loop in another session'}; autogroup {autogroup}; "
           f"{os.cpu_count()} CPUs; loadavg before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}")
     print("duty   workers' cores (median [min, max])   master cores   neighbour cores")
