@@ -95,8 +95,9 @@ def _choice_options(command):
 @_option("--speed-drift", "speed_drift", field="speed_drift", metavar="auto|none|F",
          help="Predictions (--calibrate-from, --cpu-source measured): the CPU-speed drift (a fraction, one "
               "standard deviation) added to the mean error's sampling CI as a prediction interval "
-              "(validation.csv err_mean_pi_lo/hi, pi_covers); auto = measured on the calibration run(s): "
-              "within each run, and between them when several are given.")
+              "(validation.csv err_mean_pi_lo/hi, pi_covers); auto = how far a new run's speed may lie from "
+              "the calibration's, sigma_run x sqrt(1 + 1/R) for R calibration runs, sigma_run measured "
+              "within each run (and between them when several are given).")
 @_option("--bootstrap", "n_resamples", field="n_resamples", type=int,
          help="Bootstrap resamples per confidence interval.")
 @_option("--seed", field="seed", type=IntOption(0, 2**32 - 1),
