@@ -11,6 +11,10 @@
 * :func:`closed_form_scenario`, :func:`closed_form_means`: the scenario whose mean iteration time per
   scheme has a closed form (``gcsim advise``'s tests).
 * :func:`shared_cpu_scenario`: four workers sharing cores, one three times slower (the CPU model's tests).
+* :func:`random_images`, :func:`prepared_data`, :func:`tiny_real_scenario`, :func:`worker_setup`,
+  :func:`parameter_server`, :func:`full_batch_gradient`, :class:`FixedDelays`, :data:`GCSIM`,
+  :func:`kill_processes_naming`: the real executor's tests (tiny data in memory or on disk, the
+  workers' setup, the single-process gradient oracle, ``gcsim`` in a subprocess, cleanup by PID).
 
 Times are in seconds throughout. Test modules import these with ``from factories import ...``
 (``tests/`` is on ``sys.path``, see ``conftest.py``); no test module imports another test module.
@@ -18,8 +22,13 @@ Times are in seconds throughout. Test modules import these with ``from factories
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
+import signal
+import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -198,6 +207,107 @@ def zip_folder(folder: Path, zip_path: Path, prefix: str = "cifar10/") -> Path:
             if p.is_file():
                 zf.write(p, prefix + p.relative_to(folder).as_posix())
     return zip_path
+
+
+# --------------------------------------------------------------------------------------------------
+# the real executor: tiny data, worker setup, the single-process oracle, subprocesses
+# --------------------------------------------------------------------------------------------------
+#: ``gcsim`` in a fresh interpreter of this environment (argv prefix for :mod:`subprocess`).
+GCSIM = [sys.executable, "-c", "import sys; from gcsim.cli import main; sys.exit(main())"]
+
+
+def random_images(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(images, labels) for the workers without files: ``count`` random (32, 32, 3) uint8 RGB images,
+    then ``count`` int64 labels in 0..9, both drawn from ``numpy.random.default_rng(seed)`` in that order.
+
+    Shapes: images (count, 32, 32, 3), labels (count,)."""
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, size=(count, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=count).astype(np.int64)
+    return images, labels
+
+
+def prepared_data(root: Path, *, train_per_class: int = 8, test_per_class: int = 3, seed: int = 1) -> Path:
+    """A prepared tiny CIFAR-10-layout data set for ``gcsim real`` (``--data-dir``): random PNGs written
+    to ``root/src`` (:func:`gcsim.real.data.make_random_image_folder`, per class and split, from
+    ``seed``), prepared into ``root/data``. Returns ``root/data``. Raises what ``gcsim data prepare``
+    raises (:class:`gcsim.errors.DataError`); needs Pillow."""
+    from gcsim.real.data import make_random_image_folder, prepare_from_image_folder
+
+    root = Path(root)
+    make_random_image_folder(root / "src", train_per_class=train_per_class, test_per_class=test_per_class, seed=seed)
+    prepare_from_image_folder(root / "src", root / "data")
+    return root / "data"
+
+
+def tiny_real_scenario(path: Path, *, n: int, iterations: int, seed: int, schemes: list[dict], stragglers: dict,
+                       policy: str = "cancel") -> Path:
+    """Write the scenario of the tiny real runs to ``path`` (YAML): ``n`` workers, ``iterations``, the
+    scenario ``seed``, its ``schemes`` entries and ``stragglers`` section, ``policy``; a workload of
+    1000-byte gradients and a constant 0.01 s per partition (the simulator's side; a real run measures
+    its own). Returns ``path``."""
+    Path(path).write_text(yaml.safe_dump({
+        "name": "tiny", "n_workers": n, "iterations": iterations, "seed": seed, "schemes": schemes,
+        "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
+        "stragglers": stragglers, "policy": policy}))
+    return Path(path)
+
+
+def worker_setup(scheme, *, batch_size: int, seed: int, dtype: str = "float64") -> dict:
+    """The options :meth:`gcsim.real.master.WorkerPool.setup` sends every worker for ``scheme`` (a
+    :class:`gcsim.schemes.Scheme`): the small CNN of ``seed`` in ``dtype`` (payloads too), mini-batches
+    of ``batch_size`` images sampled from ``seed``, cancels polled every 5 ms."""
+    return dict(scheme=scheme.name, n=scheme.n, s=scheme.s, m=scheme.m, scheme_seed=scheme.seed,
+                model="small-cnn", model_seed=seed, dtype=dtype, payload_dtype=dtype, batch_size=batch_size,
+                sampler_seed=seed, cancel_poll_s=0.005)
+
+
+def parameter_server(pool, scheme, stragglers, *, batch_size: int, policy: str = "cancel", server_class=None, **kw):
+    """A :class:`gcsim.real.master.ParameterServer` (or ``server_class``, a subclass) over ``pool`` for
+    ``scheme`` with the ``stragglers`` stub (e.g. :class:`FixedDelays`), mini-batches of ``batch_size``
+    split into the scheme's k slices, the small CNN's parameter count, t0 = now; ``kw`` goes to the
+    constructor (``after_dispatch``, ``on_death``, a subclass's own)."""
+    from gcsim.real.master import ParameterServer
+    from gcsim.real.model import build_model, num_parameters
+    from gcsim.real.sampling import slice_sizes
+
+    cls = server_class or ParameterServer
+    return cls(pool, scheme, stragglers, policy=policy, scheme_label=scheme.name, t0=time.time(),
+               slice_sizes=slice_sizes(batch_size, scheme.k), n_params=num_parameters(build_model("small-cnn")), **kw)
+
+
+def full_batch_gradient(model, images: np.ndarray, labels: np.ndarray, shards, iteration: int, *, batch_size: int,
+                        seed: int) -> np.ndarray:
+    """The oracle: gradient of the mean loss over iteration ``iteration``'s whole mini-batch, computed
+    in this process. ``shards[j]`` holds partition j's sample indices (k = len(shards)); each
+    partition's slice is sampled as the workers sample it (``seed``), ``batch_size`` samples in all.
+    Returns the flat gradient, shape (number of parameters,), in the model's dtype."""
+    from gcsim.real.model import slice_gradient
+    from gcsim.real.sampling import slice_positions, slice_sizes
+
+    sizes = slice_sizes(batch_size, len(shards))
+    idx = np.concatenate([shards[j][slice_positions(len(shards[j]), int(sizes[j]), seed, iteration, j)]
+                          for j in range(len(shards))])
+    assert len(idx) == batch_size
+    grad, _ = slice_gradient(model, images[idx], labels[idx], batch_size)
+    return grad
+
+
+def kill_processes_naming(text: str) -> None:
+    """SIGKILL, by PID, every process of this machine (but this one) whose command line contains
+    ``text`` (a test's own temp dir: what is left of the Ray nodes it started). Processes that are gone
+    or not ours are skipped."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 class FixedDelays:

@@ -15,6 +15,7 @@ from gcsim.compare.rundir import read_run_dir
 from gcsim.errors import ConfigError
 from gcsim.scenario import validate_scenario
 from gcsim.sim.engine import simulate
+from factories import random_images
 
 C = 0.03  # CPU-seconds per partition in the calibration run
 
@@ -83,8 +84,7 @@ def test_worker_probe_times_partition_gradients():
     pytest.importorskip("torch")
     from gcsim.real.worker import GradientWorker
 
-    rng = np.random.default_rng(0)
-    shard = (rng.integers(0, 256, size=(40, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, size=40))
+    shard = random_images(40)
     w = GradientWorker(1)
     with pytest.raises(RuntimeError, match="setup"):
         w.probe(2)

@@ -21,10 +21,10 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("torch")  # gcsim.real.model
 
 from gcsim.real.master import ParameterServer, WorkerPool  # noqa: E402
-from gcsim.real.model import build_model, get_flat_weights, num_parameters, slice_gradient  # noqa: E402
-from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes  # noqa: E402
+from gcsim.real.model import build_model, get_flat_weights  # noqa: E402
+from gcsim.real.sampling import shard_indices  # noqa: E402
 from gcsim.schemes import make_scheme, scheme_class, scheme_names  # noqa: E402
-from factories import FixedDelays  # noqa: E402
+from factories import FixedDelays, full_batch_gradient, parameter_server, random_images, worker_setup  # noqa: E402
 
 N = 6
 BATCH = 26  # uneven slices: 5, 5, 4, 4, 4, 4
@@ -38,9 +38,7 @@ DRAIN_S = 120.0
 
 @pytest.fixture(scope="module")
 def cluster(module_ray):
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, size=(N * 12, 32, 32, 3), dtype=np.uint8)
-    labels = rng.integers(0, 10, size=N * 12).astype(np.int64)
+    images, labels = random_images(N * 12)
     pool = WorkerPool(N, num_cpus=2 / N)
     yield pool, images, labels
     pool.shutdown()
@@ -48,26 +46,17 @@ def cluster(module_ray):
 
 def _setup(pool, images, labels, scheme, *, dtype="float64"):
     shards = shard_indices(len(labels), scheme.k, SEED)
-    pool.setup(dict(scheme=scheme.name, n=scheme.n, s=scheme.s, m=scheme.m, scheme_seed=scheme.seed,
-                    model="small-cnn", model_seed=SEED, dtype=dtype, payload_dtype=dtype, batch_size=BATCH,
-                    sampler_seed=SEED, cancel_poll_s=0.005), images, labels, shards)
+    pool.setup(worker_setup(scheme, batch_size=BATCH, seed=SEED, dtype=dtype), images, labels, shards)
     return shards
 
 
-def _server(pool, scheme, stragglers, policy="cancel"):
-    model = build_model("small-cnn", seed=SEED, dtype="float64")
-    return ParameterServer(pool, scheme, stragglers, policy=policy, scheme_label=scheme.name, t0=time.time(),
-                           slice_sizes=slice_sizes(BATCH, scheme.k), n_params=num_parameters(model))
+def _server(pool, scheme, stragglers, policy="cancel", **kw):
+    return parameter_server(pool, scheme, stragglers, batch_size=BATCH, policy=policy, **kw)
 
 
 def _full_batch_gradient(model, images, labels, shards, iteration):
     """Gradient of the mean loss over the whole mini-batch, in one process (the oracle)."""
-    sizes = slice_sizes(BATCH, len(shards))
-    idx = np.concatenate([shards[j][slice_positions(len(shards[j]), int(sizes[j]), SEED, iteration, j)]
-                          for j in range(len(shards))])
-    assert len(idx) == BATCH
-    grad, _ = slice_gradient(model, images[idx], labels[idx], BATCH)
-    return grad
+    return full_batch_gradient(model, images, labels, shards, iteration, batch_size=BATCH, seed=SEED)
 
 
 def _exact_params():
@@ -246,9 +235,8 @@ def test_lost_payload_is_decoded_from_a_survivor_that_arrived_in_the_same_batch(
     scheme = make_scheme("gc-fr", N, 1, 1)
     shards = _setup(pool, images, labels, scheme)
     late = {w: 0.4 for w in (1, 3, 5)}
-    ps = _LosePayloads(pool, scheme, FixedDelays(N, {0: late}), policy="cancel", scheme_label="gc-fr", t0=time.time(),
-                       slice_sizes=slice_sizes(BATCH, scheme.k), n_params=num_parameters(build_model("small-cnn")),
-                       lose={0: 1}, after_dispatch=lambda it, pool: time.sleep(3.0))
+    ps = _server(pool, scheme, FixedDelays(N, {0: late}), server_class=_LosePayloads, lose={0: 1},
+                 after_dispatch=lambda it, pool: time.sleep(3.0))
     model = build_model("small-cnn", seed=SEED, dtype="float64")
     weights = get_flat_weights(model)
     res = ps.step(0, weights)
@@ -270,9 +258,8 @@ def test_lost_payload_within_s_is_decoded_from_survivors_beyond_s_fails(cluster)
     scheme = make_scheme("gc-fr", N, 1, 1)
     shards = _setup(pool, images, labels, scheme)
     deaths = []
-    ps = _LosePayloads(pool, scheme, FixedDelays(N, {}), policy="cancel", scheme_label="gc-fr", t0=time.time(),
-                       slice_sizes=slice_sizes(BATCH, scheme.k), n_params=num_parameters(build_model("small-cnn")),
-                       lose={1: 1, 2: 1}, on_death=lambda w, t, c: deaths.append((w, t, c)))
+    ps = _server(pool, scheme, FixedDelays(N, {}), server_class=_LosePayloads, lose={1: 1, 2: 1},
+                 on_death=lambda w, t, c: deaths.append((w, t, c)))
     model = build_model("small-cnn", seed=SEED, dtype="float64")
     weights = get_flat_weights(model)
     ps.step(0, weights)

@@ -18,7 +18,6 @@ a worker that must not be waited for is held 10 minutes and cancelled as soon as
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -29,11 +28,11 @@ pytest.importorskip("torch")  # gcsim.real.model
 
 from gcsim.cli import main  # noqa: E402
 from gcsim.errors import RunFailedError  # noqa: E402
-from gcsim.real.master import ParameterServer, WorkerPool, fit_worker_cpus, resolve_workers_per_process  # noqa: E402
-from gcsim.real.model import build_model, get_flat_weights, num_parameters, slice_gradient  # noqa: E402
-from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes  # noqa: E402
+from gcsim.real.master import WorkerPool, fit_worker_cpus, resolve_workers_per_process  # noqa: E402
+from gcsim.real.model import build_model, get_flat_weights  # noqa: E402
+from gcsim.real.sampling import shard_indices  # noqa: E402
 from gcsim.schemes import make_scheme  # noqa: E402
-from factories import FixedDelays  # noqa: E402
+from factories import FixedDelays, full_batch_gradient, parameter_server, prepared_data, random_images, tiny_real_scenario, worker_setup  # noqa: E402
 
 N, K, BATCH, SEED = 4, 2, 18, 3
 HOLD_S = 600.0
@@ -42,33 +41,22 @@ DRAIN_S = 120.0
 
 @pytest.fixture(scope="module")
 def data(module_ray):
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, size=(N * 12, 32, 32, 3), dtype=np.uint8)
-    labels = rng.integers(0, 10, size=N * 12).astype(np.int64)
-    return images, labels
+    return random_images(N * 12)
 
 
 def _pool(images, labels, scheme):
     pool = WorkerPool(N, num_cpus=2 / N, workers_per_process=K)
     shards = shard_indices(len(labels), scheme.k, SEED)
-    pool.setup(dict(scheme=scheme.name, n=scheme.n, s=scheme.s, m=scheme.m, scheme_seed=scheme.seed,
-                    model="small-cnn", model_seed=SEED, dtype="float64", payload_dtype="float64", batch_size=BATCH,
-                    sampler_seed=SEED, cancel_poll_s=0.005), images, labels, shards, timeout_s=DRAIN_S)
+    pool.setup(worker_setup(scheme, batch_size=BATCH, seed=SEED), images, labels, shards, timeout_s=DRAIN_S)
     return pool, shards
 
 
 def _server(pool, scheme, stragglers, **kw):
-    return ParameterServer(pool, scheme, stragglers, policy="cancel", scheme_label=scheme.name, t0=time.time(),
-                           slice_sizes=slice_sizes(BATCH, scheme.k), n_params=num_parameters(build_model("small-cnn")),
-                           **kw)
+    return parameter_server(pool, scheme, stragglers, batch_size=BATCH, **kw)
 
 
 def _full_batch_gradient(model, images, labels, shards, iteration):
-    sizes = slice_sizes(BATCH, len(shards))
-    idx = np.concatenate([shards[j][slice_positions(len(shards[j]), int(sizes[j]), SEED, iteration, j)]
-                          for j in range(len(shards))])
-    grad, _ = slice_gradient(model, images[idx], labels[idx], BATCH)
-    return grad
+    return full_batch_gradient(model, images, labels, shards, iteration, batch_size=BATCH, seed=SEED)
 
 
 def test_k_workers_share_a_process_decode_exactly_and_cancel(data):
@@ -148,16 +136,10 @@ def test_fit_and_auto():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, module_ray):
-    from gcsim.real.data import make_random_image_folder, prepare_from_image_folder
-
     root = tmp_path_factory.mktemp("multi")
-    make_random_image_folder(root / "src", train_per_class=8, test_per_class=3, seed=1)
-    prepare_from_image_folder(root / "src", root / "data")
-    scenario = {"name": "tiny", "n_workers": N, "iterations": 3, "seed": SEED,
-                "schemes": [{"name": "gc-fr", "s": 1}],
-                "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
-                "stragglers": {"delay": {"dist": "bimodal", "p": 0.3, "delay": 0.3}}, "policy": "cancel"}
-    (root / "tiny.yaml").write_text(yaml.safe_dump(scenario))
+    prepared_data(root)
+    tiny_real_scenario(root / "tiny.yaml", n=N, iterations=3, seed=SEED, schemes=[{"name": "gc-fr", "s": 1}],
+                       stragglers={"delay": {"dist": "bimodal", "p": 0.3, "delay": 0.3}})
     return root
 
 

@@ -9,13 +9,12 @@ import pytest
 from gcsim.real.staleness import STALENESS_COLUMNS, staleness_rows, summarize_staleness
 from gcsim.real.worker import GradientWorker
 from gcsim.schemes import make_scheme
+from factories import random_images
 
 
 def _worker(scheme="pgc-fr", n=4, s=1, worker=0):
     pytest.importorskip("torch")  # the worker builds and runs a model
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, size=(64, 32, 32, 3), dtype=np.uint8)
-    labels = rng.integers(0, 10, size=64).astype(np.int64)
+    images, labels = random_images(64)
     shards = {j: np.arange(j * 16, (j + 1) * 16) for j in range(n)}
     w = GradientWorker(worker)
     held = make_scheme(scheme, n, s, 1, 0).held_partitions(worker)

@@ -17,11 +17,7 @@ from gcsim.real.config import default_scenario_path, resolve_config  # noqa: E40
 from gcsim.real.model import (build_model, get_flat_grad, get_flat_weights, num_parameters, set_flat_grad,  # noqa: E402
                               set_flat_weights, slice_gradient)
 from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes  # noqa: E402
-
-
-def _batch(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, n).astype(np.int64)
+from factories import random_images  # noqa: E402
 
 
 @pytest.mark.parametrize("name, n_params", [("small-cnn", 188810), ("resnet18", 11173962)])
@@ -30,7 +26,7 @@ def test_slice_gradients_sum_to_the_batch_gradient(name, n_params):
     the slices of a mini-batch sum exactly to the mini-batch gradient."""
     model = build_model(name, seed=1, dtype="float64")
     assert num_parameters(model) == n_params
-    x, y = _batch(6 if name == "small-cnn" else 3)
+    x, y = random_images(6 if name == "small-cnn" else 3)
     full, loss = slice_gradient(model, x, y, len(y))
     cut = 2 if name == "small-cnn" else 1
     g1, _ = slice_gradient(model, x[:cut], y[:cut], len(y))
