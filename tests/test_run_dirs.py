@@ -156,7 +156,7 @@ def test_real_run_stopping_before_a_checkpoint_leaves_nothing(tmp_path):
     pytest.importorskip("torch")
     from gcsim.real.rundir import RealRunDir
     from gcsim.real.config import resolve_config
-    from gcsim.real.runner import _guarded
+    from gcsim.real.runner import guard_run
 
     new = new_run_dir(tmp_path / "r", root=tmp_path, prefix="x")
     run = RealRunDir(new.path)
@@ -166,14 +166,14 @@ def test_real_run_stopping_before_a_checkpoint_leaves_nothing(tmp_path):
         run.write_status("running")
         raise ConfigError("--batch-size", "at most 8", 9)
     with pytest.raises(ConfigError):
-        _guarded(run, fails, new)
+        guard_run(run, fails, new)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_failed_real_run_with_a_checkpoint_says_how_to_resume(tmp_path):
     pytest.importorskip("torch")
     from gcsim.real.rundir import RealRunDir
-    from gcsim.real.runner import _guarded
+    from gcsim.real.runner import guard_run
 
     new = new_run_dir(tmp_path / "r", root=tmp_path, prefix="x")
     run = RealRunDir(new.path)
@@ -182,7 +182,7 @@ def test_failed_real_run_with_a_checkpoint_says_how_to_resume(tmp_path):
     def fails():
         raise RunFailedError("4 workers dead, at most s=1 tolerated")
     with pytest.raises(RunFailedError) as e:
-        _guarded(run, fails, new)
+        guard_run(run, fails, new)
     assert str(e.value) == (f"4 workers dead, at most s=1 tolerated (checkpoint kept: continue with gcsim real "
                             f"--resume {tmp_path / 'r'})")
     assert (tmp_path / "r" / "checkpoint.pt").is_file()

@@ -302,16 +302,27 @@ def run_real(spec: RealRunSpec, out_dir: str | Path | None = None, *, progress: 
         # this run with the same cancel semantics
         spec = spec.with_scenario(scenario.model_copy(update={"workload": workload, "cancel_granularity": "partition"}))
         run.write_config(spec)
-        return _guarded(run, lambda: RealRun(run, spec, checkpoint=None, progress=progress, hooks=hooks).execute(),
+        return guard_run(run, lambda: RealRun(run, spec, checkpoint=None, progress=progress, hooks=hooks).execute(),
                         new)
     finally:
         new.release()
 
 
-def _guarded(run: RealRunDir, execute: Callable[[], RealRunResult], new: NewRunDir | None = None) -> RealRunResult:
-    """Run ``execute()``; when it raises, a new run (``new``) that left no checkpoint is removed
-    (nothing could resume it, and a rerun with the same ``--out`` must find it free), and a failed run
-    with a checkpoint says how to continue it."""
+def guard_run(run: RealRunDir, execute: Callable[[], RealRunResult], new: NewRunDir | None = None) -> RealRunResult:
+    """Run ``execute()`` (a real run in ``run``, started by :func:`run_real` or continued by
+    :func:`resume_real`) so that a run that stops on an error is either resumable or gone.
+
+    Args:
+        run: the run directory ``execute`` writes.
+        execute: the run itself; returns its :class:`RealRunResult`, which is returned unchanged.
+        new: the claim on ``run``'s directory when this call created it (a new run); None on resume.
+    Raises:
+        RunFailedError: from ``execute``; when ``run`` holds a checkpoint the message ends with how
+            to continue it (``(checkpoint kept: continue with gcsim real --resume <dir>)``).
+        BaseException: anything else ``execute`` raises (KeyboardInterrupt included), unchanged.
+        In both cases a new run (``new`` given) that left no checkpoint is removed first: nothing could
+        resume it, and a rerun with the same ``--out`` must find it free.
+    """
     try:
         return execute()
     except RunFailedError as e:
@@ -394,7 +405,7 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
                           f"done, got {spec.iterations} (pass --iterations to extend the run)")
     if iterations is not None or given:
         run.write_config(spec)
-    return _guarded(run, lambda: RealRun(run, spec, checkpoint=checkpoint, progress=progress, hooks=hooks).execute())
+    return guard_run(run, lambda: RealRun(run, spec, checkpoint=checkpoint, progress=progress, hooks=hooks).execute())
 
 
 class RealRun:
