@@ -113,6 +113,8 @@ def test_meter_reads_this_process_and_the_host():
 
 
 _SPIN = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+#: spins like :data:`_SPIN`, prints "spun", then sleeps (10 minutes: killed long before, when the test ends)
+_SPUN_AND_WAIT = _SPIN + "\nprint('spun', flush=True)\ntime.sleep(600)"
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc (Linux)")
@@ -126,10 +128,13 @@ def test_session_cpu_counts_this_session_and_not_another():
     for attempt in range(3):
         own0, me0 = session_cpu_s(), process_cpu_s(os.getpid())
         # live children (a finished process's CPU leaves /proc): one in this session, one in its own
-        p = subprocess.Popen([sys.executable, "-c", _SPIN + "\nimport time; time.sleep(5)"])
-        other = subprocess.Popen([sys.executable, "-c", _SPIN + "\nimport time; time.sleep(5)"], start_new_session=True)
+        # each child spins, says so on stdout, then sleeps until killed: the window ends when both have
+        # spun, however long a loaded machine takes (no wall-clock allowance)
+        p = subprocess.Popen([sys.executable, "-c", _SPUN_AND_WAIT], stdout=subprocess.PIPE, text=True)
+        other = subprocess.Popen([sys.executable, "-c", _SPUN_AND_WAIT], stdout=subprocess.PIPE, text=True,
+                                 start_new_session=True)
         try:
-            time.sleep(1.5)  # both have spun their 0.4 s and now sleep
+            assert [p.stdout.readline(), other.stdout.readline()] == ["spun\n"] * 2  # EOF ('') if one died
             own1 = session_cpu_s()
             mine = process_cpu_s(os.getpid()) - me0
             if own1 - own0 < mine and attempt < 2:
@@ -146,6 +151,7 @@ def test_session_cpu_counts_this_session_and_not_another():
             for proc in (p, other):
                 proc.kill()
                 proc.wait()
+                proc.stdout.close()
     assert autogroup_enabled() in (True, False, None)
 
 
