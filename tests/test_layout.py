@@ -76,7 +76,8 @@ def test_validation_owns_the_field_types_and_the_error_translation():
 
 
 def test_cli_defaults_and_choices_come_from_the_models():
-    # gcsim compare / simulate / sweep state the defaults of the objects they fill, not copies of them
+    # gcsim compare / simulate / sweep / advise / calibrate / study / fit / schemes state the defaults of the
+    # objects they fill, not copies of them
     import dataclasses
 
     from gcsim.cli import compare_cmd, simulate_cmd, sweep_cmd
@@ -110,6 +111,51 @@ def test_cli_defaults_and_choices_come_from_the_models():
         assert adv[name].default == parameter_default(advise_cmd.advise, name), name
     cal = {p.name: p for p in calibrate_cmd.command.params}
     assert cal["warmup"].default == parameter_default(write_calibrated_scenario, "warmup")
+    # gcsim study: StudyOptions (outputs), CompareOptions (comparison), RealConfig (help of the real-run
+    # options, which default to None: RealConfig's default), ProtocolOptions (--protocol)
+    from gcsim.cli import fit_cmd, schemes_cmd, study_cmd
+    from gcsim.cli.options import field_choices, field_default
+    from gcsim.compare.pipeline import DEFAULT_WARMUP
+    from gcsim.study.pipeline import StudyOptions
+    from gcsim.study.protocol import DEFAULT_MODELS, NEIGHBOUR_SESSIONS, PROTOCOLS, ProtocolOptions
+
+    study = {p.name: p for p in study_cmd.command.params}
+    for name in ("out_dir", "runs_root"):
+        assert study[name].default == field_default(StudyOptions, name), name
+        assert str(field_default(ProtocolOptions, name)) in study["protocol"].help, name
+    for name in ("replications", "mode"):
+        assert study[name].default == getattr(CompareOptions(), name), name
+    assert list(study["mode"].type.choices) == field_choices(CompareOptions, "mode")
+    assert f"min({DEFAULT_WARMUP}, " in study["warmup"].help
+    for name in ("data_dir", "batch_size", "eval_every"):
+        assert study[name].default is None and f"[{field_default(RealConfig, name)}]" in study[name].help, name
+    assert list(study["protocol"].type.choices) == list(PROTOCOLS)
+    assert all(m in study["protocol"].help for m in DEFAULT_MODELS)
+    assert list(study["neighbour_session"].type.choices) == list(NEIGHBOUR_SESSIONS)
+    assert study["neighbour_session"].default == field_default(ProtocolOptions, "neighbour_session")
+    # gcsim fit: read_trace / fit_trace's defaults, the recognised column names, the families
+    from gcsim.fit.families import FAMILIES
+    from gcsim.fit.model import fit_trace
+    from gcsim.fit.traceio import DURATION_NAMES, ITERATION_NAMES, WORKER_NAMES, read_trace
+
+    fit = {p.name: p for p in fit_cmd.command.params}
+    assert fit["unit_s"].default == parameter_default(read_trace, "unit_s")
+    assert fit["slow_threshold"].default == parameter_default(fit_trace, "slow_threshold")
+    assert ", ".join(FAMILIES) in fit["families"].help
+    for name, names in (("worker_col", WORKER_NAMES), ("iteration_col", ITERATION_NAMES),
+                        ("duration_col", DURATION_NAMES)):
+        assert all(n in fit[name].help for n in names), name
+    # gcsim schemes check: make_scheme / verify_scheme's defaults, the payload dtypes the schemes accept
+    from gcsim.schemes import make_scheme
+    from gcsim.schemes.base import ERROR_TOLERANCE
+    from gcsim.schemes.verify import verify_scheme
+
+    chk = {p.name: p for p in schemes_cmd.check.params}
+    for name in ("m", "seed", "payload_dtype"):
+        assert chk[name].default == parameter_default(make_scheme, name), name
+    for name in ("max_patterns", "samples"):
+        assert chk[name].default == parameter_default(verify_scheme, name), name
+    assert list(chk["payload_dtype"].type.choices) == list(ERROR_TOLERANCE)
 
 
 def test_option_defaults_of_pydantic_models_dataclasses_and_functions():

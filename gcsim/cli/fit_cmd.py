@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import click
 
+from gcsim.cli.options import model_option
 from gcsim.errors import ConfigError
+from gcsim.fit.families import FAMILIES
+from gcsim.fit.model import fit_trace
+from gcsim.fit.report import DEFAULT_FIT_ROOT
+from gcsim.fit.traceio import DURATION_NAMES, ITERATION_NAMES, WORKER_NAMES, read_trace
+
+
+def _one_of(names) -> str:
+    """``a, b or c``: the recognised column names, in the order they are tried."""
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
 
 
 class _FloatOption(click.ParamType):
@@ -53,20 +63,19 @@ def _check_writable(out_yaml: str, force: bool = False) -> None:
               help="Also write the fitted scenario to FILE (refused if it exists, unless --force).")
 @click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
 @click.option("--run-dir", default=None, metavar="DIR",
-              help="Report directory to create (default runs/fit/fit-<trace name>-<UTC timestamp>/).")
-@click.option("--scheme", default=None, help="Run directories: the scheme whose rows to fit (default uncoded).")
-@click.option("--worker-col", default=None, help="CSV: the worker column (default: worker, worker_id or rank).")
+              help=f"Report directory to create (default {DEFAULT_FIT_ROOT}/fit-<trace name>-<UTC timestamp>/).")
+@click.option("--scheme", default=None,
+              help="Run directories: the scheme whose rows to fit (default uncoded when present, else the first).")
+@click.option("--worker-col", default=None, help=f"CSV: the worker column (default: {_one_of(WORKER_NAMES)}).")
 @click.option("--iteration-col", default=None,
-              help="CSV: the column ordering the rows (default: iteration, iter, step, time or timestamp).")
-@click.option("--duration-col", default=None,
-              help="CSV: the time column (default: duration, duration_s, seconds, iteration_time, batch_time, "
-                   "batch_time_norm or time_s).")
-@click.option("--unit-s", type=_FloatOption(0, "seconds per unit of the CSV's times"), default=1.0,
-              show_default=True, help="Seconds per unit of the CSV's times (e.g. 0.001 for milliseconds).")
-@click.option("--families", default=None, metavar="a,b",
-              help="Candidate families (default all: shifted_expon, gamma, lognorm, weibull, pareto, mixture).")
-@click.option("--slow-threshold", type=_FloatOption(1, "a factor of the worker's median time"), default=1.5,
-              show_default=True, help="An iteration is slow (Markov regime) above this factor of the worker's median.")
+              help=f"CSV: the column ordering the rows (default: {_one_of(ITERATION_NAMES)}).")
+@click.option("--duration-col", default=None, help=f"CSV: the time column (default: {_one_of(DURATION_NAMES)}).")
+@model_option("--unit-s", model=read_trace, field="unit_s", type=_FloatOption(0, "seconds per unit of the CSV's times"),
+              help="Seconds per unit of the CSV's times (e.g. 0.001 for milliseconds).")
+@click.option("--families", default=None, metavar="a,b", help=f"Candidate families (default all: {', '.join(FAMILIES)}).")
+@model_option("--slow-threshold", model=fit_trace, field="slow_threshold",
+              type=_FloatOption(1, "a factor of the worker's median time"),
+              help="An iteration is slow (Markov regime) above this factor of the worker's median.")
 @click.option("--name", default=None, help="Scenario name (default fit-<trace name>).")
 @click.pass_context
 def command(ctx, trace, out_yaml, force, run_dir, scheme, worker_col, iteration_col, duration_col, unit_s, families,
@@ -83,10 +92,8 @@ def command(ctx, trace, out_yaml, force, run_dir, scheme, worker_col, iteration_
     import yaml
 
     from gcsim.cli.options import command_line
-    from gcsim.fit.families import FAMILIES
-    from gcsim.fit.model import fit_trace, scenario_name
+    from gcsim.fit.model import scenario_name
     from gcsim.fit.report import fit_table, write_report
-    from gcsim.fit.traceio import read_trace
     from gcsim.rundir import atomic_write_text, check_out_dir, new_run_dir
     from gcsim.scenario import validate_scenario
 
@@ -105,7 +112,7 @@ def command(ctx, trace, out_yaml, force, run_dir, scheme, worker_col, iteration_
     res = fit_trace(tr, families=fams, slow_threshold=slow_threshold, name=name)
     validate_scenario(yaml.safe_load(res.scenario_text))  # the fitted text must be a valid scenario
     sc_name = name or scenario_name(tr.path)
-    rd = new_run_dir(run_dir, root="runs/fit", prefix=sc_name, field="--run-dir")
+    rd = new_run_dir(run_dir, root=DEFAULT_FIT_ROOT, prefix=sc_name, field="--run-dir")
     try:
         write_report(res, rd.path, command_line(ctx, "fit", [trace]))
     except BaseException:

@@ -15,9 +15,11 @@ import sys
 
 import click
 
-from gcsim.cli.options import IntOption
+from gcsim.cli.options import IntOption, model_option
 from gcsim.errors import SchemeError
 from gcsim.schemes import make_scheme, scheme_class, scheme_names
+from gcsim.schemes.base import ERROR_TOLERANCE
+from gcsim.schemes.verify import verify_scheme
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -64,13 +66,14 @@ def _fmt(x: float) -> str:
 @click.argument("name")
 @click.option("--n", "n", type=IntOption(), required=True, help="number of workers")
 @click.option("--s", "s", type=IntOption(), required=True, help="stragglers tolerated")
-@click.option("--m", "m", type=IntOption(), default=1, show_default=True, help="communication reduction (cce-* only)")
-@click.option("--seed", type=IntOption(), default=0, show_default=True, help="construction seed (gc-cr) and check seed")
-@click.option("--max-patterns", type=IntOption(), default=100_000, show_default=True,
+@model_option("--m", "m", model=make_scheme, field="m", type=IntOption(), help="communication reduction (cce-* only)")
+@model_option("--seed", model=make_scheme, field="seed", type=IntOption(),
+              help="construction seed (gc-cr) and check seed")
+@model_option("--max-patterns", model=verify_scheme, field="max_patterns", type=IntOption(),
               help="enumerate a straggler-set size exhaustively while C(n, size) is at most this")
-@click.option("--samples", type=IntOption(), default=2000, show_default=True,
+@model_option("--samples", model=verify_scheme, field="samples", type=IntOption(),
               help="random straggler sets per size beyond --max-patterns")
-@click.option("--payload-dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
+@model_option("--payload-dtype", model=make_scheme, field="payload_dtype", choices=list(ERROR_TOLERANCE),
               help="precision of the coded messages (float64: the simulator; float32: gcsim real)")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 @click.pass_context
@@ -78,7 +81,6 @@ def check(ctx: click.Context, name: str, n: int, s: int, m: int, seed: int, max_
           payload_dtype: str, progress: bool | None) -> None:
     """Verify scheme NAME decodes every straggler pattern of size <= s (structured worst cases first)."""
     from gcsim.schemes.patterns import format_kinds
-    from gcsim.schemes.verify import verify_scheme
 
     try:
         scheme = make_scheme(name, n=n, s=s, m=m, seed=seed, payload_dtype=payload_dtype)

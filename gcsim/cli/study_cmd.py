@@ -8,9 +8,18 @@ from pathlib import Path
 
 import click
 
-from gcsim.cli.options import command_line
+from gcsim.cli.options import IntOption, command_line, field_default, model_option
+from gcsim.compare.pipeline import DEFAULT_WARMUP, CompareOptions
+from gcsim.real.config import DEFAULT_SCENARIO_NAME, RealConfig
+from gcsim.study.pipeline import StudyOptions
+from gcsim.study.protocol import DEFAULT_MODELS, NEIGHBOUR_SESSIONS, PROTOCOLS, ProtocolOptions
 
-from gcsim.cli.options import IntOption
+
+def _real_default(name: str) -> str:
+    """``[<RealConfig's default of name>]`` for the help (the option defaults to None: RealConfig's
+    default applies; a ``None`` default reads ``all``)."""
+    value = field_default(RealConfig, name)
+    return "[all]" if value is None else f"[{value}]"
 
 
 def _command_line(ctx: click.Context) -> str:
@@ -29,45 +38,11 @@ def _scheme_list(value: str | None) -> list[str] | None:
     return names
 
 
-@click.command("study")
-@click.argument("scenario", required=False, default=None, metavar="[SCENARIO]")
-@click.option("--schemes", default=None, metavar="A,B,...",
-              help="Schemes to study, from the scenario's schemes list [all of them].")
-@click.option("--iterations", type=IntOption(lo=1), default=None, help="Iterations per scheme [scenario].")
-@click.option("--out", "out_dir", default="docs/validation", show_default=True, metavar="DIR",
-              help="Where the tables, plots and reports go (other files there are kept).")
-@click.option("--runs-root", default="runs/study", show_default=True, metavar="DIR",
-              help="Parent of the per-scheme run directories <DIR>/<scheme>.")
-@click.option("--data-dir", default=None, metavar="DIR", help="Directory holding cifar-10-batches-py [data/cifar10].")
-@click.option("--address", default=None, help="Join this Ray cluster instead of starting an embedded Ray.")
-@click.option("--batch-size", type=IntOption(lo=1), default=None, help="Global mini-batch B [192].")
-@click.option("--eval-every", type=IntOption(lo=1), default=None, help="Evaluate every E iterations [50].")
-@click.option("--max-train-samples", type=IntOption(lo=1), default=None,
-              help="Use only the first N training images [all].")
-@click.option("--replications", type=IntOption(lo=1), default=5, show_default=True,
-              help="Simulated replications per scheme in the comparison.")
-@click.option("--mode", type=click.Choice(["scenario", "paired"]), default="scenario", show_default=True,
-              help="Comparison mode (see gcsim compare --help).")
-@click.option("--warmup", type=IntOption(lo=0), default=None,
-              help="Iterations dropped before comparing [min(10, iterations // 5)].")
-@click.option("--protocol", type=click.Choice(["cross-scheme"]), default=None,
-              help="Run the cross-scheme validation protocol instead (issue 9): per straggler model (SCENARIO, "
-                   "default real_default.yaml and real_expon.yaml) uncoded, every exact scheme and "
-                   "ignore-stragglers, uncoded again; every scheme predicted out of sample from uncoded and "
-                   "from gc-fr. --out default docs/validation/protocol, --runs-root default runs/protocol.")
-@click.option("--noisy-neighbour", is_flag=True, default=False,
-              help="With --protocol: keep one core busy at normal priority during the runs (ended by PID).")
-@click.option("--neighbour-session", type=click.Choice(["same", "other"]), default="same", show_default=True,
-              help="With --noisy-neighbour: start the busy loop in this session (served before the niced "
-                   "workers) or in a session of its own, like another terminal's job (with the kernel's "
-                   "autogroup scheduling it then shares the CPU fairly with the whole run).")
-@click.option("--progress/--no-progress", default=None, help="Progress bars on stderr [if a terminal].")
-def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address, batch_size, eval_every,
-            max_train_samples, replications, mode, warmup, protocol, noisy_neighbour, neighbour_session, progress):
-    """Measure every scheme on CIFAR-10, predict it with the simulator, compare, and write the headline.
+#: ``gcsim study --help`` (the scenario's default file name from :data:`gcsim.real.config.DEFAULT_SCENARIO_NAME`)
+_HELP = f"""Measure every scheme on CIFAR-10, predict it with the simulator, compare, and write the headline.
 
     \b
-    For each scheme of SCENARIO (default scenarios/real_default.yaml; --schemes to choose) it runs
+    For each scheme of SCENARIO (default scenarios/{DEFAULT_SCENARIO_NAME}; --schemes to choose) it runs
     the real executor (as `gcsim real`) into <runs-root>/<scheme>: a finished run is skipped, an
     interrupted or failed one is resumed from its checkpoint (restarted when it has none; the old
     directory is moved to <runs-root>/.<scheme>.abandoned-<time>). Then it compares all runs with
@@ -83,6 +58,47 @@ def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address
     Exit status: 0 every verdict pass or warn, 1 some fail, 2 bad input, 130 interrupted (run the
     same command again to resume).
     """
+
+
+@click.command("study", help=_HELP)
+@click.argument("scenario", required=False, default=None, metavar="[SCENARIO]")
+@click.option("--schemes", default=None, metavar="A,B,...",
+              help="Schemes to study, from the scenario's schemes list [all of them].")
+@click.option("--iterations", type=IntOption(lo=1), default=None, help="Iterations per scheme [scenario].")
+@model_option("--out", "out_dir", model=StudyOptions, field="out_dir", metavar="DIR",
+              help="Where the tables, plots and reports go (other files there are kept).")
+@model_option("--runs-root", model=StudyOptions, field="runs_root", metavar="DIR",
+              help="Parent of the per-scheme run directories <DIR>/<scheme>.")
+@click.option("--data-dir", default=None, metavar="DIR",
+              help=f"Directory holding cifar-10-batches-py {_real_default('data_dir')}.")
+@click.option("--address", default=None, help="Join this Ray cluster instead of starting an embedded Ray.")
+@click.option("--batch-size", type=IntOption(lo=1), default=None, help=f"Global mini-batch B {_real_default('batch_size')}.")
+@click.option("--eval-every", type=IntOption(lo=1), default=None,
+              help=f"Evaluate every E iterations {_real_default('eval_every')}.")
+@click.option("--max-train-samples", type=IntOption(lo=1), default=None,
+              help=f"Use only the first N training images {_real_default('max_train_samples')}.")
+@model_option("--replications", model=CompareOptions, field="replications", type=IntOption(lo=1),
+              help="Simulated replications per scheme in the comparison.")
+@model_option("--mode", model=CompareOptions, field="mode", choices=True,
+              help="Comparison mode (see gcsim compare --help).")
+@click.option("--warmup", type=IntOption(lo=0), default=None,
+              help=f"Iterations dropped before comparing [min({DEFAULT_WARMUP}, iterations // 5)].")
+@click.option("--protocol", type=click.Choice(PROTOCOLS), default=None,
+              help=f"Run the {' or '.join(PROTOCOLS)} validation protocol instead (issue 9): per straggler model "
+                   f"(SCENARIO, default {' and '.join(DEFAULT_MODELS)}) uncoded, every exact scheme and "
+                   "ignore-stragglers, uncoded again; every scheme predicted out of sample from uncoded and "
+                   f"from gc-fr. --out default {field_default(ProtocolOptions, 'out_dir')}, --runs-root default "
+                   f"{field_default(ProtocolOptions, 'runs_root')}.")
+@click.option("--noisy-neighbour", is_flag=True, default=False,
+              help="With --protocol: keep one core busy at normal priority during the runs (ended by PID).")
+@model_option("--neighbour-session", model=ProtocolOptions, field="neighbour_session", choices=NEIGHBOUR_SESSIONS,
+              help="With --noisy-neighbour: start the busy loop in this session (served before the niced "
+                   "workers) or in a session of its own, like another terminal's job (with the kernel's "
+                   "autogroup scheduling it then shares the CPU fairly with the whole run).")
+@click.option("--progress/--no-progress", default=None, help="Progress bars on stderr [if a terminal].")
+def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address, batch_size, eval_every,
+            max_train_samples, replications, mode, warmup, protocol, noisy_neighbour, neighbour_session, progress):
+    """``gcsim study``; its help is :data:`_HELP`."""
     from gcsim.study import StudyOptions, run_study
 
     ctx = click.get_current_context()
@@ -129,8 +145,8 @@ def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, 
     options = ProtocolOptions(
         scenarios=[scenario] if scenario is not None else None, schemes=_scheme_list(schemes), iterations=iterations,
         noisy_neighbour=noisy_neighbour, neighbour_session=neighbour_session,
-        out_dir=Path("docs/validation/protocol") if out_dir == defaults["out_dir"] else Path(out_dir),
-        runs_root=Path("runs/protocol") if runs_root == defaults["runs_root"] else Path(runs_root),
+        out_dir=field_default(ProtocolOptions, "out_dir") if out_dir == defaults["out_dir"] else Path(out_dir),
+        runs_root=field_default(ProtocolOptions, "runs_root") if runs_root == defaults["runs_root"] else Path(runs_root),
         data_dir=data_dir, max_train_samples=max_train_samples, eval_every=eval_every, replications=replications,
         warmup=warmup, progress=sys.stderr.isatty() if progress is None else progress)
     result = run_protocol(options, command=_command_line(ctx), log=click.echo)

@@ -23,6 +23,8 @@ import pandas as pd
 from gcsim.fit.families import frozen
 from gcsim.fit.model import FitResult
 
+#: parent of the report directories ``gcsim fit`` creates when ``--run-dir`` is not given
+DEFAULT_FIT_ROOT = Path("runs/fit")
 FIT_COLUMNS = ["family", "k", "params", "loglik", "aic", "delta_aic", "ks_d", "ks_p", "chosen"]
 
 

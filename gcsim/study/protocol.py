@@ -59,6 +59,8 @@ from gcsim.errors import ConfigError
 
 #: default straggler models of the protocol (scenario files, relative to the repository's scenarios/)
 DEFAULT_MODELS = ("real_default.yaml", "real_expon.yaml")
+#: the validation protocols ``gcsim study --protocol`` runs (this module's is the only one)
+PROTOCOLS = ("cross-scheme",)
 #: targets of issue 9 (out of sample, exact schemes): quiet machine, and with the noisy neighbour
 TARGETS = {"mean": 0.05, "p95": 0.10, "mean_noisy": 0.08}
 
