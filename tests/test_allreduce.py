@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
@@ -23,13 +22,14 @@ from gcsim.cli import main  # noqa: E402
 from gcsim.compare.rundir import read_run_dir  # noqa: E402
 from gcsim.real.allreduce import (ALLREDUCE, RANK_STEP_COLUMNS, RANK_STEPS_FILE, resolve_allreduce_config,  # noqa: E402
                                   ring_allreduce_bytes, ring_allreduce_s, run_allreduce, trace_tables)
-from gcsim.real.data import load_split, make_random_image_folder, prepare_from_image_folder  # noqa: E402
+from gcsim.real.data import load_split  # noqa: E402
 from gcsim.real.model import build_model, get_flat_weights, set_flat_grad, slice_gradient  # noqa: E402
 from gcsim.real.rundir import METRICS_COLUMNS  # noqa: E402
 from gcsim.real.sampling import shard_indices, slice_positions, slice_sizes  # noqa: E402
 from gcsim.scenario import load_scenario  # noqa: E402
 from gcsim.stragglers import StragglerProcess  # noqa: E402
 from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS  # noqa: E402
+from factories import prepared_data, tiny_real_scenario  # noqa: E402
 
 N, ITERS, SEED, BATCH = 2, 4, 2, 16  # seed 2: each rank is delayed in two of the four iterations
 
@@ -37,14 +37,11 @@ N, ITERS, SEED, BATCH = 2, 4, 2, 16  # seed 2: each rank is delayed in two of th
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("allreduce")
-    make_random_image_folder(root / "src", train_per_class=8, test_per_class=3, seed=1)
-    prepare_from_image_folder(root / "src", root / "data")
-    (root / "tiny.yaml").write_text(yaml.safe_dump({
-        "name": "tiny", "n_workers": N, "iterations": ITERS, "seed": SEED, "schemes": [{"name": "uncoded"}],
-        "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
-        "stragglers": {"delay": {"dist": "bimodal", "p": 0.4, "delay": 0.2},
-                       "slowdown": {"dist": "bimodal", "p": 0.3, "delay": 0.5, "base": {"dist": "constant", "value": 1.0}}},
-        "policy": "cancel"}))
+    prepared_data(root)
+    tiny_real_scenario(root / "tiny.yaml", n=N, iterations=ITERS, seed=SEED, schemes=[{"name": "uncoded"}],
+                       stragglers={"delay": {"dist": "bimodal", "p": 0.4, "delay": 0.2},
+                                   "slowdown": {"dist": "bimodal", "p": 0.3, "delay": 0.5,
+                                                "base": {"dist": "constant", "value": 1.0}}})
     return root
 
 
