@@ -22,12 +22,12 @@ from gcsim.cli import main  # noqa: E402
 from gcsim.compare.rundir import read_run_dir  # noqa: E402
 from gcsim.errors import RunFailedError  # noqa: E402
 from gcsim.real.config import resolve_config  # noqa: E402
-from gcsim.real.data import make_random_image_folder, prepare_from_image_folder  # noqa: E402
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir  # noqa: E402
 from gcsim.real.runner import RunHooks, resume_real, run_real  # noqa: E402
 from gcsim.scenario import load_scenario  # noqa: E402
 from gcsim.stragglers import StragglerProcess  # noqa: E402
 from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS  # noqa: E402
+from factories import prepared_data, tiny_real_scenario  # noqa: E402
 
 N, ITERS, SEED = 4, 6, 5
 
@@ -35,16 +35,10 @@ N, ITERS, SEED = 4, 6, 5
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, module_ray):
     root = tmp_path_factory.mktemp("real")
-    make_random_image_folder(root / "src", train_per_class=8, test_per_class=3, seed=1)
-    prepare_from_image_folder(root / "src", root / "data")
-    scenario = {
-        "name": "tiny", "n_workers": N, "iterations": ITERS, "seed": SEED,
-        "schemes": [{"name": "gc-fr", "s": 1}, {"name": "uncoded"}],
-        "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
-        "stragglers": {"delay": {"dist": "bimodal", "p": 0.3, "delay": 0.3}},
-        "policy": "cancel",
-    }
-    (root / "tiny.yaml").write_text(yaml.safe_dump(scenario))
+    prepared_data(root)
+    tiny_real_scenario(root / "tiny.yaml", n=N, iterations=ITERS, seed=SEED,
+                       schemes=[{"name": "gc-fr", "s": 1}, {"name": "uncoded"}],
+                       stragglers={"delay": {"dist": "bimodal", "p": 0.3, "delay": 0.3}})
     yield root
 
 

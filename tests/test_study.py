@@ -11,8 +11,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from factories import make_image_folder
+from factories import make_image_folder, tiny_real_scenario
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")  # the study trains models
@@ -37,14 +36,9 @@ def env(tmp_path_factory, module_ray):
     root = tmp_path_factory.mktemp("study")
     make_image_folder(root / "src", train_per_class=8, test_per_class=3)
     prepare_from_image_folder(root / "src", root / "data")
-    scenario = {
-        "name": "tiny", "n_workers": N, "iterations": 50, "seed": 3,
-        "schemes": [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}, {"name": "pgc-fr", "s": 1}],
-        "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
-        "stragglers": {"delay": {"dist": "bimodal", "p": 0.3, "delay": 0.2}},
-        "policy": "cancel",
-    }
-    (root / "tiny.yaml").write_text(yaml.safe_dump(scenario))
+    tiny_real_scenario(root / "tiny.yaml", n=N, iterations=50, seed=3,
+                       schemes=[{"name": "uncoded"}, {"name": "gc-fr", "s": 1}, {"name": "pgc-fr", "s": 1}],
+                       stragglers={"delay": {"dist": "bimodal", "p": 0.3, "delay": 0.2}})
     yield root
 
 
