@@ -20,13 +20,11 @@ declared dead within the run.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -36,16 +34,15 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
 
 import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
 from ray import cluster_utils  # noqa: E402
 from ray._private import ray_constants  # noqa: E402
 
 from gcsim.compare.rundir import read_run_dir  # noqa: E402
 from gcsim.errors import RunFailedError  # noqa: E402
 from gcsim.real.config import resolve_config  # noqa: E402
-from gcsim.real.data import make_random_image_folder, prepare_from_image_folder  # noqa: E402
 from gcsim.real.rundir import RealRunDir  # noqa: E402
 from gcsim.real.runner import RunHooks, resume_real, run_real  # noqa: E402
+from factories import GCSIM, kill_processes_naming, prepared_data, tiny_real_scenario  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -54,21 +51,14 @@ LONG = 40  # iterations of a run that must outlive a node's death being noticed 
 #: Ray's node health checks (GCS), shortened: a dead node is declared within about a second
 HEALTH_CHECK = {"RAY_health_check_initial_delay_ms": "0", "RAY_health_check_period_ms": "200",
                 "RAY_health_check_timeout_ms": "300", "RAY_health_check_failure_threshold": "3"}
-GCSIM = [sys.executable, "-c", "import sys; from gcsim.cli import main; sys.exit(main())"]
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
-    make_random_image_folder(root / "src", train_per_class=8, test_per_class=3, seed=1)
-    prepare_from_image_folder(root / "src", root / "data")
-    (root / "tiny.yaml").write_text(yaml.safe_dump({
-        "name": "tiny", "n_workers": N, "iterations": ITERS, "seed": 3,
-        "schemes": [{"name": "gc-fr", "s": 1}],
-        "workload": {"gradient_bytes": 1000, "compute": {"dist": "constant", "value": 0.01}},
-        "stragglers": {"delay": {"dist": "constant", "value": 0.05}},
-        "policy": "cancel",
-    }))
+    prepared_data(root)
+    tiny_real_scenario(root / "tiny.yaml", n=N, iterations=ITERS, seed=3, schemes=[{"name": "gc-fr", "s": 1}],
+                       stragglers={"delay": {"dist": "constant", "value": 0.05}})
     base = tempfile.mkdtemp(prefix="gcsim-rc-")  # short: Ray's unix sockets live under it
     temp = os.path.join(base, "ray")  # Ray's own layout: <RAY_TMPDIR>/ray
     os.makedirs(temp)
@@ -92,24 +82,8 @@ def cluster(tmp_path_factory):
     finally:
         c.shutdown()
         mp.undo()
-        _kill_leftovers(base)
+        kill_processes_naming(base)
         shutil.rmtree(base, ignore_errors=True)
-
-
-def _kill_leftovers(base: str) -> None:
-    """SIGKILL what is left of this module's cluster (Ray worker processes outlive their raylet for a
-    moment): the processes whose command line names this module's own temp dir, by PID."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        if base in cmd:
-            with contextlib.suppress(OSError):
-                os.kill(int(pid), signal.SIGKILL)
 
 
 def _nodes(cluster, k: int) -> None:

@@ -24,9 +24,7 @@ import pytest
 pytest.importorskip("ray")
 pytest.importorskip("torch")
 
-from test_real_cluster import GCSIM, _kill_leftovers  # noqa: E402
-
-from gcsim.real.data import make_random_image_folder, prepare_from_image_folder  # noqa: E402
+from factories import GCSIM, kill_processes_naming, prepared_data  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -56,7 +54,7 @@ def token_head():
                        env=env, check=True, capture_output=True, text=True, timeout=120)
         yield base, f"127.0.0.1:{port}"
     finally:
-        _kill_leftovers(base)
+        kill_processes_naming(base)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -69,8 +67,7 @@ def test_joining_without_the_token_is_one_line_naming_it_exit_2(token_head):
            if not k.startswith("RAY_AUTH_") and k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env.update(HOME=home, RAY_TMPDIR=base)
     # tiny data of its own (a clean checkout has no data/cifar10: the data check comes before joining)
-    make_random_image_folder(os.path.join(base, "src"), train_per_class=4, test_per_class=2, seed=1)
-    prepare_from_image_folder(os.path.join(base, "src"), os.path.join(base, "data"))
+    prepared_data(base, train_per_class=4, test_per_class=2)
     proc = subprocess.run(GCSIM + ["real", "--scheme", "gc-fr", "--workers", "2", "--iterations", "2",
                                    "--data-dir", os.path.join(base, "data"), "--batch-size", "8",
                                    "--address", address, "--connect-timeout", "5", "--out", out, "--no-progress"],
