@@ -190,3 +190,16 @@ def test_option_defaults_of_pydantic_models_dataclasses_and_functions():
             bad()
     with pytest.raises(TypeError):
         field_choices(M, "a")
+
+
+def test_no_test_module_imports_another():
+    # shared helpers live in tests/factories.py (fixtures in tests/conftest.py), never in a test module
+    tests = Path(__file__).resolve().parent
+    names = {p.stem for p in tests.glob("test_*.py")}
+    found = []
+    for p in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            found += [f"{p.name} imports {m}" for m in mods if m.split(".")[0] in names]
+    assert found == []
