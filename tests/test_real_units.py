@@ -91,6 +91,11 @@ def test_resolve_config_takes_defaults_from_the_scenario(tmp_path):
     (dict(scheme="gc-fr", batch_size=-3), r"--batch-size: expected greater than or equal to 1, got -3"),
     # fewer images than partitions: an empty slice trained on NaN losses before
     (dict(scheme="uncoded", batch_size=5), r"--batch-size: expected an integer >= the number of workers n=6 .*got 5"),
+    # the options are --connect-timeout etc.; the error named the field (--connect-timeout-s), no such option
+    (dict(scheme="gc-fr", connect_timeout_s=0), r"^--connect-timeout: expected greater than 0, got 0$"),
+    (dict(scheme="gc-fr", placement_timeout_s=0), r"^--placement-timeout: expected greater than 0, got 0$"),
+    (dict(scheme="gc-fr", setup_timeout_s=-1), r"^--setup-timeout: expected greater than 0, got -1$"),
+    (dict(scheme="gc-fr", fetch_timeout_s=1e9), r"^--fetch-timeout: expected less than or equal to 3600, got"),
 ])
 def test_resolve_config_errors_name_the_option(kwargs, match):
     scheme = kwargs.pop("scheme")

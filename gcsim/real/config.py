@@ -266,7 +266,11 @@ def validate_real_config(values: dict, scenario: Scenario, *, option_names: bool
 def _validate_options(values: dict, n_workers: int, *, option_names: bool) -> RealConfig:
     """:class:`RealConfig` of ``values`` for a run of ``n_workers`` (see :func:`validate_real_config`)."""
     def name(key: str) -> str:
-        return "--" + key.replace("_", "-") if option_names else key
+        if not option_names:
+            return key
+        if key.endswith("_timeout_s"):  # --connect-timeout, --placement-timeout, ... (seconds)
+            key = key.removesuffix("_s")
+        return "--" + key.replace("_", "-")
 
     try:
         options = RealConfig.model_validate(values)
