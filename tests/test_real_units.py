@@ -298,3 +298,33 @@ def test_gcsim_real_help_states_the_models_defaults_and_choices():
         assert params[name].default is None  # not given: the scenario / real.yaml / the model decides
     assert list(params["model"].type.choices) == ["small-cnn", "resnet18"]
     assert list(params["placement"].type.choices) == ["spread", "pack"]
+
+
+def test_sigterm_before_the_first_checkpoint_removes_the_new_run(tmp_path, monkeypatch):
+    """SIGTERM while the run loaded its data (before the stop flag of the iterations) ended the process
+    at once: the directory stayed with real.yaml and status 'running', and a rerun with the same --out
+    was refused. Like Ctrl-C there, it must stop the run and remove the directory it created."""
+    import os
+    import signal
+
+    from gcsim.real.runner import run_real
+
+    bdir = tmp_path / "data" / data.BATCHES_DIR
+    bdir.mkdir(parents=True)
+    for name in (*data.TRAIN_FILES, data.TEST_FILE, data.META_FILE):
+        (bdir / name).write_bytes(b"")  # require_prepared only looks for the files
+
+    def load_and_get_terminated(opts):
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            raise AssertionError("SIGTERM here would kill the run and leave its directory half-written")
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not stop the run")
+
+    monkeypatch.setattr(data, "load_run_data", load_and_get_terminated)
+    spec = resolve_config("gc-fr", iterations=5, data_dir=str(tmp_path / "data"))
+    out = tmp_path / "run"
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        run_real(spec, out, progress=False)
+    assert not out.exists() or not any(out.iterdir())
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -257,6 +257,27 @@ class _StopFlag:
         return False
 
 
+@contextmanager
+def _sigterm_as_interrupt():
+    """Until the iterations' stop flag (:class:`_StopFlag`) takes over, SIGTERM stops a run like
+    Ctrl-C (KeyboardInterrupt), so that a new run stopped before its first checkpoint is removed
+    (:func:`guard_run`) instead of ended at once with its directory half-written. Only where SIGTERM
+    still has its default action (a caller's own handler is left alone) and in the main thread."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def _interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run_real(spec: RealRunSpec, out_dir: str | Path | None = None, *, progress: bool = True,
              hooks: RunHooks | None = None) -> RealRunResult:
     """Start the real run ``spec`` (resolved with :func:`gcsim.real.config.resolve_config`).
@@ -278,34 +299,45 @@ def run_real(spec: RealRunSpec, out_dir: str | Path | None = None, *, progress: 
             cannot be created. A run that stops before writing a checkpoint removes its directory.
     """
     from gcsim.real.data import require_prepared
-    from gcsim.real.model import build_model, num_parameters
 
-    opts = spec.options
-    require_prepared(opts.data_dir)
+    require_prepared(spec.options.data_dir)
     if out_dir is not None and (Path(out_dir) / "real.yaml").is_file():
         st = effective_status(read_status(out_dir))
         if not (Path(out_dir) / "checkpoint.pt").is_file() and st in (RunStatus.DEAD, RunStatus.FAILED, None):
             raise RunDirError(f"{out_dir}: holds a run that stopped before its first checkpoint (status "
                               f"{st.value if st else 'missing'}; nothing to resume): remove it or choose another --out")
         raise RunDirError(f"{out_dir}: already holds a run (use --resume {out_dir} to continue it)")
-    # created and claimed now, exclusively: two runs never share a directory
-    new = new_run_dir(out_dir, root=DEFAULT_RUNS_ROOT, prefix=spec.scheme, prefix_field="--scheme")
+    with _sigterm_as_interrupt():
+        # created and claimed now, exclusively: two runs never share a directory
+        new = new_run_dir(out_dir, root=DEFAULT_RUNS_ROOT, prefix=spec.scheme, prefix_field="--scheme")
+        try:
+            return _start_new_run(spec, new, progress=progress, hooks=hooks)
+        except BaseException:
+            if not (new.path / "checkpoint.pt").is_file():
+                new.discard()  # stopped before its first checkpoint: nothing could resume it
+            raise
+        finally:
+            new.release()
+
+
+def _start_new_run(spec: RealRunSpec, new: NewRunDir, *, progress: bool, hooks: RunHooks | None) -> RealRunResult:
+    """The body of :func:`run_real` once its directory ``new`` is claimed."""
+    from gcsim.real.model import build_model, num_parameters
+
+    opts = spec.options
     run = RealRunDir(new.path)
-    try:
-        # the message sizes of this run (what the simulator should charge for them)
-        n_params = num_parameters(build_model(opts.model, seed=spec.seed, dtype=opts.dtype))
-        item = {"float32": 4, "float64": 8}
-        scenario = spec.scenario
-        workload = scenario.workload.model_copy(update={"gradient_bytes": float(n_params * item[opts.payload_dtype]),
-                                                        "model_bytes": float(n_params * item[opts.dtype])})
-        # the workers notice a cancel only between partitions (gcsim.real.worker): the simulator replays
-        # this run with the same cancel semantics
-        spec = spec.with_scenario(scenario.model_copy(update={"workload": workload, "cancel_granularity": "partition"}))
-        run.write_config(spec)
-        return guard_run(run, lambda: RealRun(run, spec, checkpoint=None, progress=progress, hooks=hooks).execute(),
-                        new)
-    finally:
-        new.release()
+    # the message sizes of this run (what the simulator should charge for them)
+    n_params = num_parameters(build_model(opts.model, seed=spec.seed, dtype=opts.dtype))
+    item = {"float32": 4, "float64": 8}
+    scenario = spec.scenario
+    workload = scenario.workload.model_copy(update={"gradient_bytes": float(n_params * item[opts.payload_dtype]),
+                                                    "model_bytes": float(n_params * item[opts.dtype])})
+    # the workers notice a cancel only between partitions (gcsim.real.worker): the simulator replays
+    # this run with the same cancel semantics
+    spec = spec.with_scenario(scenario.model_copy(update={"workload": workload, "cancel_granularity": "partition"}))
+    run.write_config(spec)
+    return guard_run(run, lambda: RealRun(run, spec, checkpoint=None, progress=progress, hooks=hooks).execute(),
+                    new)
 
 
 def guard_run(run: RealRunDir, execute: Callable[[], RealRunResult], new: NewRunDir | None = None) -> RealRunResult:
@@ -405,7 +437,9 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
                           f"done, got {spec.iterations} (pass --iterations to extend the run)")
     if iterations is not None or given:
         run.write_config(spec)
-    return guard_run(run, lambda: RealRun(run, spec, checkpoint=checkpoint, progress=progress, hooks=hooks).execute())
+    with _sigterm_as_interrupt():
+        return guard_run(run, lambda: RealRun(run, spec, checkpoint=checkpoint, progress=progress,
+                                              hooks=hooks).execute())
 
 
 class RealRun:
