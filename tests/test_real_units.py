@@ -328,3 +328,31 @@ def test_sigterm_before_the_first_checkpoint_removes_the_new_run(tmp_path, monke
         run_real(spec, out, progress=False)
     assert not out.exists() or not any(out.iterdir())
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize("edit, field, want, got", [
+    (lambda c: c.update(seed=5), "seed", "1", "5"),
+    (lambda c: c.update(policy="carry-over"), "policy", "'cancel'", "'carry-over'"),
+    (lambda c: c["stragglers"]["delay"].update(p=0.3), "stragglers.delay.p", "0.1", "0.3"),
+    (lambda c: c["schemes"][0].update(s=2), "schemes.0.s", "1", "2"),
+])
+def test_resume_refuses_a_config_yaml_edited_since_the_checkpoint(tmp_path, edit, field, want, got):
+    """config.yaml is the run's one record of what it is: an edit between sessions (a seed, the policy,
+    the stragglers) made the resumed session a different run under the same directory, silently."""
+    from gcsim.real.rundir import RealRunDir
+    from gcsim.real.runner import resume_real, run_record
+
+    spec = resolve_config("gc-fr", iterations=5)
+    run = RealRunDir(tmp_path)
+    run.write_config(spec)
+    (tmp_path / "status.json").write_text(json.dumps({"status": "interrupted", "iterations_done": 2}))
+    run.save_checkpoint({"next_iteration": 2, "scheme": "gc-fr", "run": run_record(spec.scenario)})
+    conf = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    edit(conf)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(conf))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(RunDirError) as e:
+        resume_real(tmp_path, iterations=8, progress=False)
+    assert str(e.value) == (f"{tmp_path / 'config.yaml'}: {field}: expected {want} (what the run's checkpoint "
+                            f"was made with: a resume continues the same run), got {got}")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -370,6 +370,31 @@ def guard_run(run: RealRunDir, execute: Callable[[], RealRunResult], new: NewRun
         raise
 
 
+def run_record(scenario) -> dict:
+    """What a run is, as its checkpoint records it: the narrowed scenario (``config.yaml``) as JSON,
+    without ``iterations`` (the one fact a ``--resume`` may change)."""
+    record = scenario.model_dump(mode="json")
+    record.pop("iterations", None)
+    return record
+
+
+def _first_difference(saved, now, path: str = ""):
+    """``(dotted path, saved value, current value)`` of the first difference, or None."""
+    if isinstance(saved, dict) and isinstance(now, dict):
+        for key in list(saved) + [k for k in now if k not in saved]:
+            d = _first_difference(saved.get(key), now.get(key), f"{path}.{key}" if path else str(key))
+            if d:
+                return d
+        return None
+    if isinstance(saved, list) and isinstance(now, list) and len(saved) == len(now):
+        for i, (a, b) in enumerate(zip(saved, now)):
+            d = _first_difference(a, b, f"{path}.{i}" if path else str(i))
+            if d:
+                return d
+        return None
+    return None if saved == now else (path, saved, now)
+
+
 #: Options a ``--resume`` may change (where and how the workers run, not what is measured).
 RESUME_OVERRIDES = ("address", "connect_timeout_s", "placement_timeout_s", "setup_timeout_s", "fetch_timeout_s",
                     "worker_cpus", "placement", "workers_per_process")
@@ -432,6 +457,12 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
         raise RunDirError(f"{run.path / 'status.json'}: status: expected a stopped run, got 'running' "
                           f"(process {status.get('pid')} is still alive)")
     checkpoint = run.load_checkpoint()
+    saved = checkpoint.get("run")  # absent in checkpoints written before it was recorded
+    diff = _first_difference(saved, run_record(scenario)) if isinstance(saved, dict) else None
+    if diff:
+        field, want, got = diff
+        raise RunDirError(f"{run.path / 'config.yaml'}: {field}: expected {want!r} (what the run's checkpoint was "
+                          f"made with: a resume continues the same run), got {got!r}")
     if int(checkpoint["next_iteration"]) >= spec.iterations:
         raise RunDirError(f"{run.path}: iterations: expected more than the {checkpoint['next_iteration']} already "
                           f"done, got {spec.iterations} (pass --iterations to extend the run)")
@@ -688,6 +719,7 @@ class RealRun:
             "optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
             "time_offset_s": float(self.ps.clock()), "loss_window": list(self.loss_window),
             "sessions": self.sessions, "scheme": self.spec.scheme, "dead_workers": self.dead_workers(),
+            "run": run_record(self.spec.scenario),
         })
 
     def write_traces(self, *, with_summary: bool) -> None:
