@@ -141,7 +141,11 @@ def test_bad_options_exit_2(tmp_path, capsys):
     assert main(["simulate", str(tmp_path / "missing.yaml")]) == 2
     assert "scenario: expected an existing YAML file" in capsys.readouterr().err
     assert main(["simulate", scen, "--schemes", "gc-mds", "--out", str(tmp_path / "o")]) == 2
-    assert "schemes: expected names from the scenario (uncoded, gc-fr, gc-cr), got 'gc-mds'" in capsys.readouterr().err
+    # the option is --schemes (it named the scenario field, as `gcsim study --schemes` does not)
+    assert ("gcsim: error: --schemes: expected names from the scenario (uncoded, gc-fr, gc-cr), got 'gc-mds'"
+            in capsys.readouterr().err)
+    assert main(["simulate", scen, "--schemes", ",", "--out", str(tmp_path / "o")]) == 2
+    assert "gcsim: error: --schemes: expected at least one of uncoded, gc-fr, gc-cr" in capsys.readouterr().err
     assert main(["simulate", scen, "--iterations", "0"]) == 2
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("keep")

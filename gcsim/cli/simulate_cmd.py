@@ -98,7 +98,12 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, progres
 
     sc = load_scenario(scenario)
     wanted = schemes.split(",") if schemes is not None else None
-    sc = apply_overrides(sc, schemes=wanted, iterations=iterations, seed=seed)
+    try:
+        sc = apply_overrides(sc, schemes=wanted, iterations=iterations, seed=seed)
+    except ConfigError as e:
+        if e.field in ("schemes", "iterations", "seed"):  # they came from the options: name the option
+            raise ConfigError(f"--{e.field}", e.allowed, e.given) from None
+        raise
     with terminate_as_exit():
         # created (exclusively) before simulating: a bad --out fails now, parallel runs never share one
         run = new_run_dir(out_dir, root=DEFAULT_SIM_ROOT, prefix=sc.name)
