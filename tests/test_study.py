@@ -285,3 +285,14 @@ def test_publish_replaces_only_its_own_files(tmp_path):
     publish(out, fill_one, {})
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "a.csv", "study.json"]  # stale PNG removed
     assert (out / "a.csv").read_text() == "3" and (out / "README.md").read_text() == "by hand"
+
+
+def test_missing_data_is_refused_before_out_and_runs_root_are_created(capsys, tmp_path):
+    """A study without CIFAR-10 said so in one line, but only after creating --out and --runs-root."""
+    capsys.readouterr()
+    argv = ["study", "--schemes", "uncoded", "--iterations", "3", "--data-dir", str(tmp_path / "no-data"),
+            "--out", str(tmp_path / "out"), "--runs-root", str(tmp_path / "runs"), "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected CIFAR-10" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -285,6 +285,11 @@ def run_study(options: StudyOptions, *, command: str = "gcsim study",
 
     compare_options = options.compare_options()
     path, resolved = resolve_study(options)
+    from gcsim.real.data import require_prepared
+
+    for spec in resolved:  # every run but a finished one needs the data: say so before creating anything
+        if not (Path(options.runs_root) / spec.scheme / "meta.json").is_file():
+            require_prepared(spec.options.data_dir)
     prepare_out_dir(options.out_dir)  # fail now, not after an hour of runs
     prepare_out_dir(options.runs_root, field="--runs-root")  # (a file there was a traceback after Ray started)
     runs_root = Path(options.runs_root)
