@@ -356,3 +356,13 @@ def test_resume_refuses_a_config_yaml_edited_since_the_checkpoint(tmp_path, edit
     assert str(e.value) == (f"{tmp_path / 'config.yaml'}: {field}: expected {want} (what the run's checkpoint "
                             f"was made with: a resume continues the same run), got {got}")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_real_scenario_errors_name_the_option(tmp_path, capsys):
+    """`gcsim real --scenario missing.yaml` said 'scenario: ...': the option is --scenario."""
+    from gcsim.cli import main
+
+    assert main(["real", "--scheme", "gc-fr", "--scenario", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gcsim: error: --scenario: expected an existing YAML file, got '{tmp_path / 'missing.yaml'}'"]
+    assert list(tmp_path.iterdir()) == []

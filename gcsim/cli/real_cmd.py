@@ -113,11 +113,16 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
             raise ConfigError("--workers-per-process", message=(
                 f"--workers-per-process: expected no value with --scheme allreduce (Ray Train runs one process "
                 f"per rank), got {workers_per_process!r}"))
-        spec = (resolve_allreduce_config if allreduce else partial(resolve_config, scheme))(
-            scenario_path, n_workers=workers, s=s, m=m, iterations=iterations, batch_size=batch_size,
-            lr=lr, model=model, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
-            policy=policy, data_dir=None if data_dir is None else str(data_dir),
-            max_train_samples=max_train_samples, ray_num_cpus=ray_num_cpus, **cluster)
+        try:
+            spec = (resolve_allreduce_config if allreduce else partial(resolve_config, scheme))(
+                scenario_path, n_workers=workers, s=s, m=m, iterations=iterations, batch_size=batch_size,
+                lr=lr, model=model, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
+                policy=policy, data_dir=None if data_dir is None else str(data_dir),
+                max_train_samples=max_train_samples, ray_num_cpus=ray_num_cpus, **cluster)
+        except ConfigError as e:
+            if e.field == "scenario" and scenario_path is not None:  # the file given with --scenario
+                raise ConfigError("--scenario", e.allowed, e.given) from None
+            raise
         result = (run_allreduce if allreduce else run_real)(spec, out_dir, progress=not no_progress)
     sm = result.summary
     click.echo(f"run directory: {result.run_dir}")
