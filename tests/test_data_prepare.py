@@ -168,7 +168,11 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     bad.write_text("hello")
     assert main(["data", "prepare", "--source", str(bad), "--data-dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "source: expected a zip file or a directory" in err[0]
+    assert len(err) == 1 and err[0].startswith("gcsim: error: --source: expected a zip file or a directory")
+    # the option is --source (the error said 'source')
+    assert main(["data", "prepare", "--source", str(tmp_path / "none.zip"), "--data-dir", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gcsim: error: --source: expected an existing zip file or directory, got '{tmp_path / 'none.zip'}'"]
 
 
 def test_existing_copy_without_the_expected_counts_is_refused_and_kept(tmp_path, capsys):

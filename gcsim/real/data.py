@@ -268,9 +268,9 @@ def prepare_from_image_folder(
             report.already_prepared = True
             return report
     if not source.exists():
-        raise DataError(f"source: expected an existing zip file or directory, got {str(source)!r}")
+        raise DataError(f"--source: expected an existing zip file or directory, got {str(source)!r}")
     if source.is_file() and not zipfile.is_zipfile(source):
-        raise DataError(f"source: expected a zip file or a directory, got {str(source)!r} (not a zip)")
+        raise DataError(f"--source: expected a zip file or a directory, got {str(source)!r} (not a zip)")
 
     zf = zipfile.ZipFile(source) if source.is_file() else None
     try:
