@@ -14,7 +14,7 @@ from gcsim.compare.scenario_file import write_calibrated_scenario
               help="Scenario file to write (refused if it exists, unless --force); empirical "
                    "distributions go to FILE.<name>.csv beside it.")
 @model_option("--warmup", model=write_calibrated_scenario, field="warmup", type=IntOption(0),
-              help="Iterations dropped at the start of the run before calibrating.")
+              help="Iterations dropped at the start of the run before calibrating (fewer than the run has).")
 @click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
 def command(run_dirs, out_path, warmup, force):
     """Write a scenario calibrated from one run (real or simulated, any scheme), or from several

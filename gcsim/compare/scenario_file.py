@@ -222,6 +222,11 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
         raise ConfigError("--out", "a path that does not exist yet (or --force to replace it)", str(out))
     if not out.parent.is_dir():
         raise ConfigError("--out", "a path in an existing directory", str(out))
+    for r in as_runs(run):  # else the calibration silently kept the last iteration alone
+        counts = r.iterations.groupby(r.iterations["scheme"].astype(str), sort=False)["iteration"].nunique()
+        for scheme, count in counts.items():
+            if warmup >= count:
+                raise ConfigError("--warmup", f"fewer than the {count} iterations of {scheme} in {r.path}", warmup)
     data, cal = calibrated_scenario(run, warmup=warmup)
     side: dict[Path, str] = {}
     for path, tag in _EMPIRICAL_FIELDS:
