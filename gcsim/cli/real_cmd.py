@@ -64,9 +64,9 @@ def _default(name: str) -> str:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Run directory [runs/real/<scheme>-<UTC timestamp>].")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path), default=None,
-              help="Continue the run in this directory from its checkpoint (other options ignored except "
-                   "--iterations, --address, the timeouts, --worker-cpus, --placement and "
-                   "--workers-per-process).")
+              help="Continue the run in this directory from its checkpoint (with it only --iterations, "
+                   "--address, the timeouts, --worker-cpus, --placement and --workers-per-process; other "
+                   "options are refused: the run keeps its own).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, model, eval_every, checkpoint_every,
             seed, policy, data_dir, max_train_samples, address, connect_timeout_s, placement_timeout_s, setup_timeout_s,
@@ -91,6 +91,15 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
                    setup_timeout_s=setup_timeout_s, fetch_timeout_s=fetch_timeout_s, worker_cpus=worker_cpus,
                    placement=placement, workers_per_process=workers_per_process)
     if resume_dir is not None:
+        fixed = {"--scheme": scheme, "--scenario": scenario_path, "--workers": workers, "--s": s, "--m": m,
+                 "--batch-size": batch_size, "--lr": lr, "--model": model, "--eval-every": eval_every,
+                 "--checkpoint-every": checkpoint_every, "--seed": seed, "--policy": policy, "--data-dir": data_dir,
+                 "--max-train-samples": max_train_samples, "--ray-num-cpus": ray_num_cpus, "--out": out_dir}
+        for option, value in fixed.items():
+            if value is not None:  # the run keeps its own: refused rather than silently ignored
+                raise ConfigError(option, "no value with --resume (the run keeps its own; only --iterations, "
+                                  "--address, the timeouts, --worker-cpus, --placement and --workers-per-process "
+                                  "may change)", str(value) if isinstance(value, Path) else value)
         from gcsim.real.allreduce import ALLREDUCE
 
         from gcsim.real.rundir import RealRunDir
