@@ -154,3 +154,14 @@ def test_non_empty_out_is_refused(root, tmp_path, capsys):
     (tmp_path / "o" / "keep.txt").write_text("x")
     rc, _, err = _run(capsys, root / "real" / "uncoded-20250102T000000Z", "--out", tmp_path / "o", *FAST)
     assert rc == 2 and "--out: expected a new or empty directory" in err
+
+
+def test_a_run_given_twice_is_refused(root, tmp_path, capsys):
+    """It was compared twice (two identical rows, counted twice in the ranking), where calibrate and
+    --calibrate-from refuse a run given twice."""
+    run = root / "real" / "gc-fr-20250102T000000Z"
+    rc, out, err = _run(capsys, run, str(run) + "/", "--out", tmp_path / "o", *FAST)
+    assert rc == 2 and err.strip().splitlines() == [
+        f"gcsim: error: RUN_DIR: expected distinct run directories (a run given twice would count double), "
+        f"got '{run} {run}/'"]
+    assert not (tmp_path / "o").exists()

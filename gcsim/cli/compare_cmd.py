@@ -141,7 +141,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:
-        runs = [read_run_dir(p) for p in run_dirs]
+        runs = read_distinct_run_dirs(run_dirs, "RUN_DIR")
         targets = [(r, r.schemes) for r in runs]
     else:
         skipped: list[str] = []
