@@ -123,8 +123,8 @@ def test_runs_without_gradient_size_or_with_another_n_are_refused(tmp_path):
 
 @pytest.mark.parametrize("warmup", [10, 25])
 def test_calibrate_refuses_a_warmup_that_leaves_no_iterations(tmp_path, warmup):
-    """`gcsim calibrate` of a 10-iteration run (default --warmup 10, or --warmup 25) calibrated silently
-    from its last iteration alone."""
+    """`gcsim calibrate` of a 10-iteration run with --warmup 10 or 25 calibrated silently from its last
+    iteration alone; without --warmup it drops min(10, iterations // 5) = 2, as `gcsim compare`."""
     from gcsim.compare.scenario_file import write_calibrated_scenario
 
     its, wks = make_trace("gc-fr", n=6, s=1, iterations=10, seed=2, partitions=1)
@@ -134,5 +134,13 @@ def test_calibrate_refuses_a_warmup_that_leaves_no_iterations(tmp_path, warmup):
                                           rf".*r, got {warmup}$"):
         write_calibrated_scenario(run, tmp_path / "cal.yaml", command="gcsim calibrate", warmup=warmup)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
-    path, _ = write_calibrated_scenario(run, tmp_path / "cal.yaml", command="gcsim calibrate", warmup=2)
-    assert path.is_file()
+    def written(folder, **kw):
+        """The calibrated scenario (comment lines left out: they carry the time) and its CSV files."""
+        (tmp_path / folder).mkdir()
+        path, side = write_calibrated_scenario(run, tmp_path / folder / "cal.yaml", command="gcsim calibrate", **kw)
+        return [ln for ln in path.read_text().splitlines() if not ln.startswith("#")], \
+            {q.name: q.read_bytes() for q in side}
+    two = written("two", warmup=2)
+    assert (tmp_path / "two" / "cal.yaml").is_file()
+    assert written("default") == two  # the default dropped the same 2 iterations as --warmup 2
+    assert written("three", warmup=3) != two  # (the warm-up changes the calibration: the check can fail)

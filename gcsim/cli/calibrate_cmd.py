@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from gcsim.cli.options import IntOption, command_line, model_option
+from gcsim.compare.pipeline import DEFAULT_WARMUP
 from gcsim.compare.scenario_file import write_calibrated_scenario
 
 
@@ -13,8 +14,9 @@ from gcsim.compare.scenario_file import write_calibrated_scenario
 @click.option("--out", "out_path", required=True, metavar="FILE.yaml",
               help="Scenario file to write (refused if it exists, unless --force); empirical "
                    "distributions go to FILE.<name>.csv beside it.")
-@model_option("--warmup", model=write_calibrated_scenario, field="warmup", type=IntOption(0),
-              help="Iterations dropped at the start of the run before calibrating (fewer than the run has).")
+@model_option("--warmup", model=write_calibrated_scenario, field="warmup", type=IntOption(0), show_default=False,
+              help="Iterations dropped at the start of the run before calibrating (fewer than the run has) "
+                   f"[default: min({DEFAULT_WARMUP}, iterations // 5), as gcsim compare].")
 @click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
 def command(run_dirs, out_path, warmup, force):
     """Write a scenario calibrated from one run (real or simulated, any scheme), or from several

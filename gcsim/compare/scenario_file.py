@@ -196,9 +196,12 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
     return "".join(f"# {ln}\n" if ln else "#\n" for ln in lines)
 
 
-def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *, command: str, warmup: int = 10,
-                              force: bool = False) -> tuple[Path, list[Path]]:
+def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *, command: str,
+                              warmup: int | None = None, force: bool = False) -> tuple[Path, list[Path]]:
     """Write the calibrated scenario YAML ``out`` and its empirical CSV files beside it.
+
+    ``warmup``: iterations dropped at the start of every run; None – the comparator's default,
+    ``min(DEFAULT_WARMUP, iterations // 5)`` of the shortest (run, scheme) (:mod:`gcsim.compare.pipeline`).
 
     Every file is written to a temporary name and renamed, and the scenario is validated before
     anything is written; the YAML is renamed last, so a failure leaves no half-written scenario.
@@ -222,11 +225,16 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
         raise ConfigError("--out", "a path that does not exist yet (or --force to replace it)", str(out))
     if not out.parent.is_dir():
         raise ConfigError("--out", "a path in an existing directory", str(out))
-    for r in as_runs(run):  # else the calibration silently kept the last iteration alone
-        counts = r.iterations.groupby(r.iterations["scheme"].astype(str), sort=False)["iteration"].nunique()
-        for scheme, count in counts.items():
-            if warmup >= count:
-                raise ConfigError("--warmup", f"fewer than the {count} iterations of {scheme} in {r.path}", warmup)
+    counted = [(r, scheme, int(count)) for r in as_runs(run)
+               for scheme, count in r.iterations.groupby(r.iterations["scheme"].astype(str),
+                                                         sort=False)["iteration"].nunique().items()]
+    if warmup is None:
+        from gcsim.compare.pipeline import DEFAULT_WARMUP
+
+        warmup = min([DEFAULT_WARMUP] + [count // 5 for _, _, count in counted])
+    for r, scheme, count in counted:  # else the calibration silently kept the last iteration alone
+        if warmup >= count:
+            raise ConfigError("--warmup", f"fewer than the {count} iterations of {scheme} in {r.path}", warmup)
     data, cal = calibrated_scenario(run, warmup=warmup)
     side: dict[Path, str] = {}
     for path, tag in _EMPIRICAL_FIELDS:
