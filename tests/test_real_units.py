@@ -314,8 +314,11 @@ def test_sigterm_before_the_first_checkpoint_removes_the_new_run(tmp_path, monke
     for name in (*data.TRAIN_FILES, data.TEST_FILE, data.META_FILE):
         (bdir / name).write_bytes(b"")  # require_prepared only looks for the files
 
+    installed = {}
+
     def load_and_get_terminated(opts):
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        installed["handler"] = handler = signal.getsignal(signal.SIGTERM)
+        if handler in (signal.SIG_DFL, None, signal.SIG_IGN):
             raise AssertionError("SIGTERM here would kill the run and leave its directory half-written")
         os.kill(os.getpid(), signal.SIGTERM)
         raise AssertionError("SIGTERM did not stop the run")
@@ -323,11 +326,17 @@ def test_sigterm_before_the_first_checkpoint_removes_the_new_run(tmp_path, monke
     monkeypatch.setattr(data, "load_run_data", load_and_get_terminated)
     spec = resolve_config("gc-fr", iterations=5, data_dir=str(tmp_path / "data"))
     out = tmp_path / "run"
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(KeyboardInterrupt):
-        run_real(spec, out, progress=False)
+    # a fresh `gcsim real` process: SIGTERM has its default action (an earlier test's Ray driver may have
+    # left its own handler in this pytest process, which a SIGTERM to ourselves must not reach)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_real(spec, out, progress=False)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert installed["handler"] is not previous or previous is signal.SIG_DFL
     assert not out.exists() or not any(out.iterdir())
-    assert signal.getsignal(signal.SIGTERM) == before
 
 
 @pytest.mark.parametrize("edit, field, want, got", [
