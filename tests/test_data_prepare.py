@@ -208,3 +208,15 @@ def test_cli_error_while_decoding_is_a_line_of_its_own(tmp_path, capsys):
     assert main(["data", "prepare", "--source", str(src), "--data-dir", str(tmp_path / "d")]) == 2
     lines = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()
     assert lines[-1].startswith("gcsim: error: image test/dog/0001.png: size: expected 32x32, got 16x16")
+
+
+def test_missing_data_names_the_option(tmp_path):
+    """A run without prepared CIFAR-10 names ``--data-dir``, what it expected and the directory given."""
+    with pytest.raises(DataError) as e:
+        data.require_prepared(tmp_path / "nowhere")
+    assert str(e.value).startswith(f"--data-dir: expected a directory holding CIFAR-10 (cifar-10-batches-py/), "
+                                   f"got {str(tmp_path / 'nowhere')!r} (no cifar-10-batches-py in it); ")
+    (tmp_path / "half" / data.BATCHES_DIR).mkdir(parents=True)
+    (tmp_path / "half" / data.BATCHES_DIR / data.META_FILE).write_bytes(b"")
+    with pytest.raises(DataError, match=r"^--data-dir: .*\(missing files \['data_batch_1'"):
+        data.require_prepared(tmp_path / "half")

@@ -294,5 +294,5 @@ def test_missing_data_is_refused_before_out_and_runs_root_are_created(capsys, tm
             "--out", str(tmp_path / "out"), "--runs-root", str(tmp_path / "runs"), "--no-progress"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "expected CIFAR-10" in err[0]
+    assert len(err) == 1 and err[0].startswith("gcsim: error: --data-dir: expected a directory holding CIFAR-10")
     assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -423,8 +423,8 @@ def require_prepared(data_dir: Path | str) -> None:
     bdir = Path(data_dir) / BATCHES_DIR
     missing = [name for name in (*TRAIN_FILES, TEST_FILE, META_FILE) if not (bdir / name).is_file()]
     if missing:
-        raise DataError(f"data dir {str(data_dir)!r}: expected CIFAR-10 in {bdir}, got "
-                        f"{'no such directory' if not bdir.is_dir() else f'missing files {missing}'}; "
+        raise DataError(f"--data-dir: expected a directory holding CIFAR-10 ({BATCHES_DIR}/), got {str(data_dir)!r} "
+                        f"({f'no {BATCHES_DIR} in it' if not bdir.is_dir() else f'missing files {missing}'}); "
                         f"{PREPARE_HINT}")
 
 
@@ -442,7 +442,7 @@ def load_split(data_dir: Path | str, train: bool) -> tuple[np.ndarray, np.ndarra
     try:
         ds = _dataset_class()(data_dir, train=train)
     except RuntimeError as e:
-        raise DataError(f"data dir {str(data_dir)!r}: CIFAR-10 files missing or failing their md5 check "
+        raise DataError(f"--data-dir: expected CIFAR-10 files that pass their md5 check, got {str(data_dir)!r} "
                         f"({e}); {PREPARE_HINT} --force") from None
     return np.ascontiguousarray(ds.data, dtype=np.uint8), np.asarray(ds.targets, dtype=np.int64)
 
