@@ -167,3 +167,28 @@ def _unwrap(t: Any) -> Any:
 
 __all__ = ["GivenLabel", "MISSING", "NonNegFinite", "NonNegInt", "POLICIES", "Policy", "PosFinite", "PosInt", "Probability",
            "SpecFieldError", "TAG_PREFIX", "config_error_from_validation"]
+
+
+def first_difference(a: Any, b: Any) -> tuple[tuple, Any, Any] | None:
+    """Where two plain-data documents (dicts, lists, scalars: parsed YAML or JSON) first differ.
+
+    Dict keys are visited in ``a``'s order, then ``b``'s extra keys; lists of the same length item by
+    item; anything else (lists of different lengths included) compares with ``==``.
+
+    Returns:
+        ``(keys, a_value, b_value)``: the path of keys (dict keys, list indices) to the first
+        difference and the two values there (None where a key is missing); None when equal.
+    """
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(a) + [k for k in b if k not in a]:
+            d = first_difference(a.get(key), b.get(key))
+            if d:
+                return (key, *d[0]), d[1], d[2]
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y)
+            if d:
+                return (i, *d[0]), d[1], d[2]
+        return None
+    return None if a == b else ((), a, b)

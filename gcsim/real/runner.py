@@ -62,6 +62,7 @@ from gcsim.real.master import (ParameterServer, RunInterrupted, WorkerPool, fit_
                                resolve_workers_per_process)
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
 from gcsim.rundir import NewRunDir, RunStatus, effective_status, new_run_dir, read_status
+from gcsim.validation import first_difference
 
 #: Default parent of new run directories.
 DEFAULT_RUNS_ROOT = Path("runs/real")
@@ -378,23 +379,6 @@ def run_record(scenario) -> dict:
     return record
 
 
-def _first_difference(saved, now, path: str = ""):
-    """``(dotted path, saved value, current value)`` of the first difference, or None."""
-    if isinstance(saved, dict) and isinstance(now, dict):
-        for key in list(saved) + [k for k in now if k not in saved]:
-            d = _first_difference(saved.get(key), now.get(key), f"{path}.{key}" if path else str(key))
-            if d:
-                return d
-        return None
-    if isinstance(saved, list) and isinstance(now, list) and len(saved) == len(now):
-        for i, (a, b) in enumerate(zip(saved, now)):
-            d = _first_difference(a, b, f"{path}.{i}" if path else str(i))
-            if d:
-                return d
-        return None
-    return None if saved == now else (path, saved, now)
-
-
 #: Options a ``--resume`` may change (where and how the workers run, not what is measured).
 RESUME_OVERRIDES = ("address", "connect_timeout_s", "placement_timeout_s", "setup_timeout_s", "fetch_timeout_s",
                     "worker_cpus", "placement", "workers_per_process")
@@ -458,9 +442,10 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
                           f"(process {status.get('pid')} is still alive)")
     checkpoint = run.load_checkpoint()
     saved = checkpoint.get("run")  # absent in checkpoints written before it was recorded
-    diff = _first_difference(saved, run_record(scenario)) if isinstance(saved, dict) else None
+    diff = first_difference(saved, run_record(scenario)) if isinstance(saved, dict) else None
     if diff:
-        field, want, got = diff
+        keys, want, got = diff
+        field = ".".join(map(str, keys))
         raise RunDirError(f"{run.path / 'config.yaml'}: {field}: expected {want!r} (what the run's checkpoint was "
                           f"made with: a resume continues the same run), got {got!r}")
     if int(checkpoint["next_iteration"]) >= spec.iterations:

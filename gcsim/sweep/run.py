@@ -42,6 +42,7 @@ from gcsim.errors import ConfigError, GcsimError, RunFailedError
 from gcsim.rundir import (CLAIM_NAME, RunStatus, atomic_write_text, effective_status, new_run_dir, process_alive,
                           read_status, utc_now_iso, write_status)
 from gcsim.sweep.config import DEFAULT_SWEEP_ROOT, FIXED_AXIS_COLUMNS, SweepPlan, display
+from gcsim.validation import first_difference
 
 #: values of ``gcsim sweep --executor``
 EXECUTORS = ("auto", "ray", "local")
@@ -372,16 +373,11 @@ class SweepResult:
     files: list = field(default_factory=list)
 
 
-def _first_difference(a, b, path: str = "") -> str:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in list(a) + [k for k in b if k not in a]:
-            if key not in a or key not in b or a[key] != b[key]:
-                return _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            if x != y:
-                return _first_difference(x, y, f"{path}[{i}]")
-    return f"{path}: {a!r} there, {b!r} here" if len(repr(a)) + len(repr(b)) < 160 else f"{path} differs"
+def _first_difference(a, b) -> str:
+    """The first difference of two sweep documents, for the --resume error ("grid.seed[1]: 2 there, 3 here")."""
+    keys, x, y = first_difference(a, b) or ((), a, b)
+    path = "".join(f"[{k}]" if isinstance(k, int) else (f".{k}" if i else str(k)) for i, k in enumerate(keys))
+    return f"{path}: {x!r} there, {y!r} here" if len(repr(x)) + len(repr(y)) < 160 else f"{path} differs"
 
 
 def check_same_sweep(run_dir: Path, plan: SweepPlan) -> None:
