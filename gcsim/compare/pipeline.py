@@ -234,9 +234,15 @@ def _default_simulate():
     return simulate
 
 
+def default_warmup(iterations: int) -> int:
+    """Iterations dropped at the start of a run of ``iterations`` when ``--warmup`` is not given:
+    ``min(DEFAULT_WARMUP, iterations // 5)`` (``gcsim compare`` and ``gcsim calibrate``)."""
+    return min(DEFAULT_WARMUP, int(iterations) // 5)
+
+
 def _warmup_for(run: RunDir, scheme: str, warmup: int | None) -> int:
     n_it = int(run.iterations_of(scheme)["iteration"].nunique())
-    w = min(DEFAULT_WARMUP, n_it // 5) if warmup is None else warmup
+    w = default_warmup(n_it) if warmup is None else warmup
     if n_it - w < 2:
         raise ConfigError("--warmup", f"at most {max(n_it - 2, 0)} (run {run.label}, scheme {scheme} has "
                           f"{n_it} iterations)", w)
@@ -539,5 +545,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
 
 
-__all__ = ["calibration_speed_cv", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["calibration_speed_cv", "default_warmup", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

@@ -201,7 +201,7 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
     """Write the calibrated scenario YAML ``out`` and its empirical CSV files beside it.
 
     ``warmup``: iterations dropped at the start of every run; None – the comparator's default,
-    ``min(DEFAULT_WARMUP, iterations // 5)`` of the shortest (run, scheme) (:mod:`gcsim.compare.pipeline`).
+    :func:`gcsim.compare.pipeline.default_warmup` of the shortest (run, scheme).
 
     Every file is written to a temporary name and renamed, and the scenario is validated before
     anything is written; the YAML is renamed last, so a failure leaves no half-written scenario.
@@ -229,9 +229,9 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
                for scheme, count in r.iterations.groupby(r.iterations["scheme"].astype(str),
                                                          sort=False)["iteration"].nunique().items()]
     if warmup is None:
-        from gcsim.compare.pipeline import DEFAULT_WARMUP
+        from gcsim.compare.pipeline import DEFAULT_WARMUP, default_warmup
 
-        warmup = min([DEFAULT_WARMUP] + [count // 5 for _, _, count in counted])
+        warmup = min((default_warmup(count) for _, _, count in counted), default=DEFAULT_WARMUP)
     for r, scheme, count in counted:  # else the calibration silently kept the last iteration alone
         if warmup >= count:
             raise ConfigError("--warmup", f"fewer than the {count} iterations of {scheme} in {r.path}", warmup)
