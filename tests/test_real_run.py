@@ -99,6 +99,17 @@ def test_run_writes_the_trace_format(env):
     assert load["this_session_cores"] + load["other_sessions_cores"] == pytest.approx(load["busy_cores"], abs=2e-3) \
         or load["other_sessions_cores"] == 0.0
     assert load["autogroup"] in (True, False, None) and run.meta["cpu_model"]
+    # the hypervisor's steal: a run-level share of the machine and one host.csv row per iteration
+    from gcsim.real.hostcpu import HOST_COLUMNS, host_steal_cpu_s
+
+    host = pd.read_csv(env / "run1" / "host.csv")
+    assert _csv_header(env / "run1" / "host.csv") == HOST_COLUMNS
+    assert host.iteration.tolist() == list(range(ITERS)) and (host.scheme == "gc-fr").all()
+    np.testing.assert_allclose(host.end_s, it.end_s)
+    assert (host.reading_wall_s > 0).all() and host.reading_wall_s.sum() <= it.end_s.max() + 60
+    if np.isfinite(host_steal_cpu_s()):  # Linux: the steal field exists (zero on bare metal)
+        assert (host.host_steal_cpu_s >= 0).all()
+        assert 0 <= load["steal_cores"] <= load["busy_cores"] + 1e-3
     # the CPU-speed probe before the first and after the last iteration, on every worker
     for when in ("start", "end"):
         probe = run.meta["cpu_probe"][when]
@@ -165,6 +176,8 @@ def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
     assert len(run.workers) == ITERS * N and not (run.workers.status == "dead").any()
     assert (run.iterations.start_s.diff().dropna() > 0).all()
     assert run.status["status"] == "finished" and run.status["sessions"] == 3
+    # host.csv: each iteration once over the three sessions, in order
+    assert pd.read_csv(env / "run3" / "host.csv").iteration.tolist() == list(range(ITERS))
 
 
 def test_cli_real_run_and_errors(env, capsys):

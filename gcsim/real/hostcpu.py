@@ -169,7 +169,10 @@ def host_cpu_times() -> list[int] | None:
 
 def cpu_load_between(before: tuple, after: tuple, excluded_cpu_s: float = 0.0) -> dict | None:
     """Average CPU use while iterating, in cores, from two ``(host_cpu_times(), time.process_time())``
-    readings: ``busy_cores`` (the whole machine: everything but idle and iowait), ``niced_cores``
+    readings: ``busy_cores`` (the whole machine: everything but idle and iowait), ``steal_cores``
+    (the hypervisor ran something else on this virtual machine's CPUs: the ``steal`` field of
+    ``/proc/stat``, part of busy; on a shared VM it rises when the host is contended, and the guest's
+    CPU speed falls with it — docs/validation/README.md finding 18), ``niced_cores``
     (processes with niceness > 0: Ray starts its workers at niceness 15, ``RAY_worker_niceness``, so
     mostly this run's workers), ``master_cores`` (this process, the master), and ``other_cores`` =
     busy - niced - master: Ray's daemons and any other load on the machine, which takes precedence
@@ -194,7 +197,8 @@ def cpu_load_between(before: tuple, after: tuple, excluded_cpu_s: float = 0.0) -
     excluded = max(excluded_cpu_s, 0.0) / wall_s
     busy, niced = cores * (total - d[3] - d[4]) / total - excluded, cores * d[1] / total
     master = (p1 - p0) / wall_s - excluded
-    out = {"busy_cores": round(busy, 3), "niced_cores": round(niced, 3), "master_cores": round(max(master, 0.0), 3),
+    out = {"busy_cores": round(busy, 3), "steal_cores": round(cores * d[7] / total, 4) if len(d) > 7 else None,
+           "niced_cores": round(niced, 3), "master_cores": round(max(master, 0.0), 3),
            "other_cores": round(max(busy - niced - master, 0.0), 3), "loadavg_1m_end": round(os.getloadavg()[0], 2)}
     if s0 and s1 and math.isfinite(s0[0]) and math.isfinite(s1[0]):
         # this session (master, Ray, workers) vs every other session: with autogroup scheduling the
@@ -204,6 +208,25 @@ def cpu_load_between(before: tuple, after: tuple, excluded_cpu_s: float = 0.0) -
         out["other_sessions_cores"] = round(max(busy - own, 0.0), 3)
     out["autogroup"] = autogroup_enabled()
     return out
+
+
+#: Columns of a real run's ``host.csv`` (one row per iteration): ``reading_wall_s``, the wall seconds
+#: since the previous reading (the iteration plus any evaluation or checkpoint after the one before);
+#: ``host_steal_cpu_s``, CPU-seconds the hypervisor took from the host's CPUs over those seconds
+#: (:func:`host_steal_cpu_s`; NaN where unavailable). Steal over ``reading_wall_s × host_cpus`` is the
+#: share of the machine the host's other guests took: the contention that slows this VM's CPU
+#: (docs/validation/README.md finding 18).
+HOST_COLUMNS = ["scheme", "iteration", "end_s", "reading_wall_s", "host_steal_cpu_s"]
+
+
+def host_steal_cpu_s() -> float:
+    """CPU-seconds the hypervisor has stolen from this (virtual) machine since boot, summed over its
+    CPUs (the ``steal`` field of ``/proc/stat``); NaN where unavailable (not Linux, or a kernel without
+    the field). Zero on bare metal."""
+    times = host_cpu_times()
+    if times is None or len(times) < 8:
+        return math.nan
+    return times[7] / _ticks_per_s()
 
 
 def process_niceness(pid: int) -> int | None:
@@ -232,5 +255,6 @@ def worker_niceness(info: list[dict]) -> int | None:
     return None
 
 
-__all__ = ["HostCpuMeter", "autogroup_enabled", "cpu_load_between", "host_busy_cpu_s", "host_cpu_times", "process_cpu_s",
+__all__ = ["HOST_COLUMNS", "HostCpuMeter", "autogroup_enabled", "cpu_load_between", "host_busy_cpu_s", "host_cpu_times",
+           "host_steal_cpu_s", "process_cpu_s",
            "process_niceness", "session_cpu_s", "usable_cpus", "worker_niceness"]
