@@ -94,6 +94,8 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
     assert g.loc[("calibrate-file-uncoded", "gc-cr"), "err_mean"] < -0.10  # it cannot know gc-cr's load
     assert set(g.loc["calibrate-file-uncoded"].index) == {"gc-fr", "gc-cr", "uncoded-b"}
     assert (table["iterations_for_3pct"] > 0).all()
+    # standard errors of the observed and simulated means (rank agreement over resolved pairs)
+    assert (table["obs_mean_se_s"] > 0).all() and (table["sim_mean_se_s"] >= 0).all()
     # same load: gc-fr predicted from uncoded within sampling error; gc-cr only once its own load is given
     assert abs(g.loc[("from-uncoded", "gc-fr"), "err_mean"]) < 0.08
     assert g.loc[("from-uncoded", "gc-cr"), "err_mean"] < -0.10
@@ -101,6 +103,7 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
     summary = summarize_protocol(table, "uncoded", noisy=False).set_index("comparison")
     assert summary.loc["from-uncoded", "exact_targets"] == 2  # gc-fr, gc-cr (uncoded-b is the noise floor)
     assert np.isfinite(summary.loc["from-uncoded", "noise_floor_mean_err"])
+    assert summary.loc["from-uncoded", "resolved_pairs"] <= 1  # gc-fr/gc-cr: the only pair of distinct targets
     assert summary.loc["from-uncoded-given-load", "worst_abs_mean_err"] < summary.loc["from-uncoded", "worst_abs_mean_err"]
     # pooled from uncoded-a and uncoded-b: both calibrate, neither is scored
     assert set(g.loc["from-uncoded-ab"].index) == {"gc-fr", "gc-cr"}

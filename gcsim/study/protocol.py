@@ -34,7 +34,7 @@ straggler draws, scored on iterations the calibration never saw):
 
 Writes into ``--out``: ``protocol.csv`` (one row per model × comparison × target),
 ``protocol.md`` (per comparison: worst |mean| and |p95| error over the exact schemes, Kendall tau,
-the noise floor, the targets of issue 9) and ``protocol.json`` (command, machine, run directories,
+the order of the pairs the measurement resolves, the noise floor, the targets of issue 9) and ``protocol.json`` (command, machine, run directories,
 each run's machine load). Runs already finished under ``--runs-root`` are reused, so an interrupted
 protocol continues when the same command is run again.
 """
@@ -300,6 +300,7 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
                "scheme": sch, "mode": "scenario", "calibrated_from": src.label, "basis": "out of sample"}
         row.update(cmp.as_row())
         row.update(target=label, exact=bool(exact.get(sch, False)), **_run_load(run))
+        row.update(obs_mean_se_s=mean_se(obs), sim_mean_se_s=mean_se(sim_d))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -345,6 +346,8 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
             tab["exact"] = [bool(exact.get(it.scheme, False)) for it in res.items]
             for k in ("load_busy_cores", "load_other_cores", "loadavg_1m_end"):
                 tab[k] = [_run_load(it.run)[k] for it in res.items]
+            tab["obs_mean_se_s"] = [mean_se(it.observed_sample()) for it in res.items]
+            tab["sim_mean_se_s"] = [_simulated_mean_se(it) for it in res.items]
             rows.append(tab)
         if f"{calib}-a" in read:
             with tempfile.TemporaryDirectory(prefix="gcsim-protocol-") as tmp:
@@ -356,12 +359,118 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
     return out
 
 
+#: two-sided 95 % normal quantile: two means differ beyond their uncertainty when they differ by more
+#: than ``RESOLVE_Z`` standard errors of the difference
+RESOLVE_Z = 1.96
+
+
+def mean_se(sample) -> float:
+    """Standard error of a sample's mean, ``sd / sqrt(n)`` (iterations taken as independent, as the
+    bootstrap CIs of the table take them), seconds; NaN with fewer than 2 values."""
+    a = np.asarray(sample, dtype=float).ravel()
+    return float(a.std(ddof=1) / math.sqrt(a.size)) if a.size >= 2 else float("nan")
+
+
+def _simulated_mean_se(item) -> float:
+    """Monte-Carlo standard error of a comparison's simulated mean, seconds. Paired (trace-driven)
+    replications replay the same straggler draws, so iterations are not independent across them: the
+    spread of the replication means over ``sqrt(R)`` (NaN with one replication); else :func:`mean_se`."""
+    if item.mode != "paired":
+        return mean_se(item.simulated_sample())
+    from gcsim.compare.stats import drop_warmup
+
+    means = drop_warmup(item.simulated_iterations, item.warmup).groupby("replication")["duration_s"].mean()
+    return mean_se(means.to_numpy(float))
+
+
+def observed_mean_se(table: pd.DataFrame) -> pd.Series:
+    """Standard error of each row's observed mean (seconds, aligned to ``table``'s index).
+
+    The ``obs_mean_se_s`` column where the table has it (tables written since it exists). Else (older
+    ``protocol.csv`` files) derived from the mean error's 95 % CI: ``err = S/O - 1`` with independent
+    observed (O) and simulated (S) means has ``sd(err) ≈ (S/O)·sqrt(cv_O² + cv_S²)`` (delta method), so
+    ``se_O ≤ O · (O/S) · (hi - lo) / (2 · 1.96)`` – an upper bound, the whole CI taken as the
+    observation's. Only unpaired rows give it (a paired CI is of the difference, in which the observed
+    noise cancels); as the observed sample of a (model, target) is the same in every comparison, each
+    row gets the median of the bounds of its model's and target's unpaired rows (NaN when none).
+    """
+    given = (pd.to_numeric(table["obs_mean_se_s"], errors="coerce") if "obs_mean_se_s" in table
+             else pd.Series(np.nan, index=table.index))
+    if given.notna().all() or not {"err_mean_lo", "err_mean_hi"} <= set(table.columns):
+        return given
+    o, s = table["obs_mean_s"].astype(float), table["sim_mean_s"].astype(float)
+    bound = o * (o / s) * (table["err_mean_hi"].astype(float) - table["err_mean_lo"].astype(float)) / (2 * RESOLVE_Z)
+    paired = table["paired"].astype(bool) if "paired" in table else pd.Series(False, index=table.index)
+    bound = bound.where(~paired)
+    keys = [table[k] for k in ("model", "target") if k in table]
+    derived = bound.groupby(keys).transform("median") if keys else bound
+    return given.fillna(derived)  # only what the column lacks
+
+
+def resolved_rank_agreement(rows: pd.DataFrame, calib: str | None = None, z: float = RESOLVE_Z) -> dict:
+    """Does the prediction order the schemes as the measurement does, over the pairs the measurement
+    resolves? For the rows of one (model, comparison), over the pairs of targets (without the
+    ``<calib>-b`` repeat of the calibration scheme):
+
+    * a pair is **resolved** when its observed means differ by more than their uncertainty:
+      ``|O_i - O_j| > z · sqrt(se_i² + se_j²)`` with ``se`` the standard error of each observed mean
+      (:func:`observed_mean_se`; ``z`` = 1.96, a two-sided 95 % test of equal means). Unresolved pairs
+      (e.g. two schemes 1–2 % apart at 200 iterations) have no observed order to agree with;
+    * the prediction **ties** a resolved pair when its simulated means lie within the simulation's own
+      Monte-Carlo noise, ``|S_i - S_j| ≤ z · sqrt(sse_i² + sse_j²)`` (``sim_mean_se_s``; without that
+      column, or where it is NaN: exactly equal, e.g. gc-cr and gc-mds, which share a timing model);
+    * the others are **concordant** (same order) or **discordant** (opposite order).
+
+    ``rank_gamma_resolved`` is Goodman & Kruskal's gamma over the resolved pairs, ``(C - D) / (C + D)``,
+    predicted ties excluded (Goodman, L. A. & Kruskal, W. H. (1954), "Measures of association for
+    cross classifications", JASA 49(268):732–764); NaN when ``C + D = 0``.
+
+    Args:
+        rows: columns ``target``, ``obs_mean_s``, ``sim_mean_s`` and either ``obs_mean_se_s`` or what
+            :func:`observed_mean_se` derives it from; optionally ``sim_mean_se_s``.
+        calib: the calibration scheme (its ``<calib>-b`` row is left out); None keeps every row.
+        z: the normal quantile of the test.
+    Returns:
+        ``resolved_pairs``, ``concordant_resolved``, ``discordant_resolved``, ``tied_resolved`` (ints)
+        and ``rank_gamma_resolved`` (float).
+    """
+    r = rows[rows["target"] != f"{calib}-b"] if calib is not None else rows
+    o = r["obs_mean_s"].to_numpy(float)
+    s = r["sim_mean_s"].to_numpy(float)
+    se = observed_mean_se(r).to_numpy(float)
+    sse = (pd.to_numeric(r["sim_mean_se_s"], errors="coerce").to_numpy(float) if "sim_mean_se_s" in r
+           else np.full(len(r), np.nan))
+    resolved = concordant = discordant = tied = 0
+    for i in range(len(r)):
+        for j in range(i + 1, len(r)):
+            do, ds = o[i] - o[j], s[i] - s[j]
+            if not abs(do) > z * math.hypot(se[i], se[j]):  # NaN se: not resolved
+                continue
+            resolved += 1
+            noise = z * math.hypot(sse[i], sse[j])
+            if ds == 0 or (math.isfinite(noise) and abs(ds) <= noise):
+                tied += 1
+            elif do * ds > 0:
+                concordant += 1
+            else:
+                discordant += 1
+    gamma = (concordant - discordant) / (concordant + discordant) if concordant + discordant else float("nan")
+    return {"resolved_pairs": resolved, "concordant_resolved": concordant, "discordant_resolved": discordant,
+            "tied_resolved": tied, "rank_gamma_resolved": float(gamma)}
+
+
 def summarize_protocol(table: pd.DataFrame, calib: str, noisy: bool) -> pd.DataFrame:
     """Per (model, comparison): worst |mean| / |p95| error over the exact targets other than the
     calibration scheme's repeat, Kendall tau of the predicted vs observed means over the distinct
-    schemes, the noise floor (``<calib>-b`` vs ``<calib>-a``), and whether issue 9's targets are met."""
+    schemes, the rank agreement over the pairs the measurement resolves (:func:`resolved_rank_agreement`;
+    ``meets_rank_target``: at least one resolved pair and none in the wrong order – Kendall tau = 1 is
+    out of reach when the prediction ties schemes with one timing model or the measurement cannot
+    order two schemes), the noise floor (``<calib>-b`` vs ``<calib>-a``), and whether issue 9's targets
+    are met."""
     out = []
     mean_band = TARGETS["mean_noisy"] if noisy else TARGETS["mean"]
+    if len(table):
+        table = table.assign(obs_mean_se_s=observed_mean_se(table))
     for (model, comp), g in table.groupby(["model", "comparison"], sort=False):
         floor = g[g["target"] == f"{calib}-b"]
         scored = g[(g["target"] != f"{calib}-b") & g["exact"]]
@@ -372,6 +481,7 @@ def summarize_protocol(table: pd.DataFrame, calib: str, noisy: bool) -> pd.DataF
         worst_mean = float(scored["err_mean"].abs().max()) if len(scored) else float("nan")
         worst_p95 = float(scored["err_p95"].abs().max()) if len(scored) else float("nan")
         need = scored["iterations_for_3pct"] if "iterations_for_3pct" in scored else pd.Series(dtype=float)
+        rank = resolved_rank_agreement(distinct)
         out.append({
             "model": model, "comparison": comp, "basis": basis_of_comparison(comp), "exact_targets": len(scored),
             "worst_abs_mean_err": worst_mean, "worst_abs_p95_err": worst_p95,
@@ -381,6 +491,8 @@ def summarize_protocol(table: pd.DataFrame, calib: str, noisy: bool) -> pd.DataF
             "meets_mean_target": bool(worst_mean <= mean_band),
             "meets_p95_target": bool(noisy or worst_p95 <= TARGETS["p95"]),
             "meets_tau_target": bool(tau == 1.0),
+            **rank,
+            "meets_rank_target": bool(rank["resolved_pairs"] > 0 and rank["discordant_resolved"] == 0),
             "discordant_pairs": discordant_pairs(distinct),
             "iterations_for_3pct": float(need.max()) if len(need) and need.notna().any() else float("nan"),
             **_coverage(scored),
@@ -423,6 +535,16 @@ def _coverage_text(r) -> str:
     if not scored:
         return "-"
     return f"{int(r.pi_covered)} of {scored} (drift {float(r.speed_cv):.1%})"
+
+
+def _resolved_text(r) -> str:
+    """``"12 of 13 as measured, 0 wrong, 1 tied (gamma +1.00)"``; ``"none resolved"`` without a resolved pair."""
+    n = int(r.resolved_pairs)
+    if not n:
+        return "none resolved"
+    gamma = "-" if pd.isna(r.rank_gamma_resolved) else f"{float(r.rank_gamma_resolved):+.2f}"
+    return (f"{int(r.concordant_resolved)} of {n} as measured, {int(r.discordant_resolved)} wrong, "
+            f"{int(r.tied_resolved)} tied (gamma {gamma})")
 
 
 def _pct(x) -> str:
@@ -483,21 +605,28 @@ def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: s
         "between them when several are pooled, times sqrt(1 + 1/R) for R calibration runs) carried through "
         "the simulator; the count is of the exact targets.",
         f"Targets (issue 9, exact schemes): |mean error| ≤ {mean_band:.0%}"
-        + ("" if options.noisy_neighbour else f", |p95 error| ≤ {TARGETS['p95']:.0%}") + ", Kendall tau = 1.",
+        + ("" if options.noisy_neighbour else f", |p95 error| ≤ {TARGETS['p95']:.0%}") + ", Kendall tau = 1. "
+        "Tau = 1 is out of reach where the prediction ties two schemes (gc-cr and gc-mds share a timing model) "
+        "or the measurement cannot order two schemes (means 1–2 % apart), so the *rank* target is scored over "
+        "the pairs the measurement resolves (observed means more than 1.96 standard errors of their difference "
+        "apart): none of them in the wrong order. \"Order of the resolved pairs\": how many of those pairs the "
+        "prediction orders as measured, in the wrong order, or ties (simulated means within the simulation's "
+        "Monte-Carlo noise), and Goodman & Kruskal's gamma (C − D)/(C + D) over them, ties excluded.",
         "",
         "## Summary",
         "",
         "| model | comparison | basis | worst \\|mean err\\| | mean \\|mean err\\| | worst \\|p95 err\\| | Kendall tau "
-        "| noise floor | targets met | iterations for ±3 % | measured mean inside the prediction interval "
-        "| pairs in the wrong order |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| order of the resolved pairs | noise floor | targets met | iterations for ±3 % "
+        "| measured mean inside the prediction interval | pairs in the wrong order |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in summary.iterrows():
-        met = [n for n, ok in (("mean", r.meets_mean_target), ("p95", r.meets_p95_target), ("tau", r.meets_tau_target))
-               if ok]
+        met = [n for n, ok in (("mean", r.meets_mean_target), ("p95", r.meets_p95_target), ("tau", r.meets_tau_target),
+                               ("rank", r.meets_rank_target)) if ok]
         need = "-" if pd.isna(r.iterations_for_3pct) else f"{int(r.iterations_for_3pct):,}"
         lines.append(f"| {r.model} | {r.comparison} | {r.basis} | {r.worst_abs_mean_err:.1%} | {r.mean_abs_mean_err:.1%} | "
-                     f"{r.worst_abs_p95_err:.1%} | {r.kendall_tau:+.2f} | {_pct(r.noise_floor_mean_err)} | "
+                     f"{r.worst_abs_p95_err:.1%} | {r.kendall_tau:+.2f} | {_resolved_text(r)} | "
+                     f"{_pct(r.noise_floor_mean_err)} | "
                      f"{', '.join(met) if met else 'none'} | {need} | {_coverage_text(r)} | "
                      f"{r.discordant_pairs or '-'} |")
     lines += ["", "## Every comparison", "",
@@ -567,5 +696,6 @@ def run_protocol(options: ProtocolOptions, *, command: str = "gcsim study --prot
     return ProtocolResult("finished", table, summary, files)
 
 
-__all__ = ["DEFAULT_MODELS", "NoisyNeighbour", "ProtocolOptions", "ProtocolResult", "TARGETS", "compare_protocol",
-           "plan_sequence", "render_protocol_md", "run_protocol", "summarize_protocol"]
+__all__ = ["DEFAULT_MODELS", "NoisyNeighbour", "ProtocolOptions", "ProtocolResult", "RESOLVE_Z", "TARGETS",
+           "compare_protocol", "mean_se", "observed_mean_se", "plan_sequence", "render_protocol_md",
+           "resolved_rank_agreement", "run_protocol", "summarize_protocol"]
