@@ -81,7 +81,7 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
             "uncoded-b": _run(tmp_path, "uncoded-b", "uncoded", 0.4, 4)}
     exact = {"uncoded": True, "gc-fr": True, "gc-cr": True}
     table = compare_protocol({"bimodal": runs}, ProtocolOptions(replications=3, warmup=5), exact)
-    assert set(table["comparison"]) == {"from-uncoded", "from-uncoded-ab", "from-uncoded-given-load", "from-gc-fr",
+    assert set(table["comparison"]) == {"from-uncoded", "from-uncoded-all-iterations", "from-uncoded-ab", "from-uncoded-given-load", "from-gc-fr",
                                         "from-uncoded-wall",
                                         "check-uncoded-paired", "calibrate-file-uncoded", "given-uncoded-load-and-speed"}
     assert set(table.loc[table.comparison == "check-uncoded-paired", "basis"]) == {"model check"}

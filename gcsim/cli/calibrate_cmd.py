@@ -7,6 +7,7 @@ import click
 from gcsim.cli.options import IntOption, command_line, model_option
 from gcsim.compare.pipeline import DEFAULT_WARMUP
 from gcsim.compare.scenario_file import write_calibrated_scenario
+from gcsim.compare.steady import CALIBRATION_WINDOWS
 
 
 @click.command("calibrate")
@@ -17,8 +18,12 @@ from gcsim.compare.scenario_file import write_calibrated_scenario
 @model_option("--warmup", model=write_calibrated_scenario, field="warmup", type=IntOption(0), show_default=False,
               help="Iterations dropped at the start of the run before calibrating (fewer than the run has) "
                    f"[default: min({DEFAULT_WARMUP}, iterations // 5), as gcsim compare].")
+@model_option("--calibration-window", model=write_calibrated_scenario, field="calibration_window", choices=CALIBRATION_WINDOWS,
+              help="steady = calibrate on the run's steady part, leaving out blocks of iterations during which "
+                   "another load came and went (the file's comments say which); all = every iteration after "
+                   "the warm-up.")
 @click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
-def command(run_dirs, out_path, warmup, force):
+def command(run_dirs, out_path, warmup, calibration_window, force):
     """Write a scenario calibrated from one run (real or simulated, any scheme), or from several
     runs with the same n pooled (e.g. one scheme run before and after other work, so that a drift of
     the machine between them averages out; the first run supplies what is copied).
@@ -41,7 +46,8 @@ def command(run_dirs, out_path, warmup, force):
 
     runs = read_distinct_run_dirs(run_dirs, "RUN_DIR")
     cmd = command_line(click.get_current_context(), "calibrate", [str(p) for p in run_dirs])
-    path, side = write_calibrated_scenario(runs, out_path, command=cmd, warmup=warmup, force=force)
+    path, side = write_calibrated_scenario(runs, out_path, command=cmd, warmup=warmup, force=force,
+                                           calibration_window=calibration_window)
     for warning in pooled_differences(runs):
         click.echo(f"warning: {warning}", err=True)
     click.echo(f"wrote {path}" + (f" (+ {', '.join(p.name for p in side)})" if side else ""))

@@ -65,6 +65,10 @@ _CHOICE_HELP = {
     "background": f"{_WITH_MEASURED}: the steady CPU other processes take from the workers, fitted so the simulated "
                   "calibration run's workers get the cores their CPU clocks say they got, or as measured (all the "
                   "other-process CPU while the master waited, including what ran only on idle cycles).",
+    "calibration_window": "With --calibrate-from: steady = calibrate on the calibration runs' steady part, leaving "
+                          "out blocks of iterations during which another load came and went (other processes' CPU "
+                          "well above the run's own level; the report's notes say which); all = every iteration "
+                          "after the warm-up.",
 }
 
 
@@ -106,7 +110,8 @@ def _choice_options(command):
               help=f"Output directory (default {DEFAULT_COMPARE_ROOT}/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
-            load_from, speed_from, background, speed_drift, n_resamples, seed, out_dir, progress):
+            load_from, speed_from, background, calibration_window, speed_drift, n_resamples, seed, out_dir,
+            progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -137,7 +142,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
                              load_from=load_from, speed_from=speed_from, background=background,
-                             speed_drift=_speed_drift(speed_drift))
+                             speed_drift=_speed_drift(speed_drift), calibration_window=calibration_window)
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:

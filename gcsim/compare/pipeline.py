@@ -108,6 +108,10 @@ class CompareOptions:
             (:func:`drift_half_width`; two more simulations per target): ``"auto"`` (default) – measured
             on the calibration run(s) (:func:`calibration_speed_cv`), a number – as given (e.g. a
             machine's known run-to-run spread), ``"none"`` – no prediction interval.
+        calibration_window: with ``calibrate_from``: ``"steady"`` (default) – calibrate on the
+            calibration runs' steady part, leaving out blocks of iterations during which another
+            load came and went (:mod:`gcsim.compare.steady`; a note says what was left out);
+            ``"all"`` – every iteration after the warm-up.
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -124,6 +128,7 @@ class CompareOptions:
     speed_from: Literal["calibration", "probe", "target"] = "calibration"
     background: Literal["fitted", "measured"] = "fitted"
     speed_drift: float | str = "auto"
+    calibration_window: Literal["steady", "all"] = "steady"
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -144,6 +149,8 @@ class CompareOptions:
             raise ConfigError("--speed-from", f"one of {', '.join(SPEED_SOURCES)}", self.speed_from)
         if self.background not in BACKGROUND_SOURCES:
             raise ConfigError("--background", f"one of {', '.join(BACKGROUND_SOURCES)}", self.background)
+        if self.calibration_window not in ("steady", "all"):
+            raise ConfigError("--calibration-window", "one of steady, all", self.calibration_window)
         sd = self.speed_drift
         if not (sd in ("auto", "none") or (isinstance(sd, (int, float)) and not isinstance(sd, bool)
                                            and 0 <= sd < 1)):
@@ -247,6 +254,22 @@ def _warmup_for(run: RunDir, scheme: str, warmup: int | None) -> int:
         raise ConfigError("--warmup", f"at most {max(n_it - 2, 0)} (run {run.label}, scheme {scheme} has "
                           f"{n_it} iterations)", w)
     return w
+
+
+def steady_sources(sources: Sequence[RunDir], window: str, warmup: int) -> tuple[list[RunDir], list[str]]:
+    """The calibration runs restricted to their steady part (``window="steady"``,
+    :func:`gcsim.compare.steady.restrict_to_steady`, the same ``warmup`` for every run) or as given
+    (``"all"``), and the notes saying what was left out."""
+    if window == "all":
+        return list(sources), []
+    from gcsim.compare.steady import restrict_to_steady
+
+    out, notes = [], []
+    for src in sources:
+        r, ns = restrict_to_steady(src, lambda _run, _sch: warmup)
+        out.append(r)
+        notes += ns
+    return out, notes
 
 
 def _replication_seed(base: int, replication: int) -> int:
@@ -478,8 +501,11 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         for run, _ in targets:
             require_same_n(sources[0], run)
         w_src = min(_warmup_for(src, s, options.warmup) for src in sources for s in src.schemes)
+        sources, window_notes = steady_sources(sources, options.calibration_window, w_src)
         shared = calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
         shared = _fit_background(sources, shared, options, w_src, simulate)
+        if window_notes:
+            shared = dataclasses.replace(shared, notes=tuple(shared.notes) + tuple(window_notes))
         calibrations["+".join(shared.source)] = shared
     predicting = (sources is not None and options.speed_drift != "none" and options.cpu_source == "measured"
                   and options.mode == "scenario" and options.speed_from != "target")
@@ -545,5 +571,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
 
 
-__all__ = ["calibration_speed_cv", "default_warmup", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["calibration_speed_cv", "steady_sources", "default_warmup", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

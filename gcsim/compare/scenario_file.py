@@ -17,6 +17,8 @@ say so.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,7 +65,8 @@ def _uses_measured_cpu(run: RunDir) -> bool:
 
 
 def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, name: str | None = None,
-                        schemes: list[dict] | None = None, background: str = "fitted") -> tuple[dict, Calibration]:
+                        schemes: list[dict] | None = None, background: str = "fitted",
+                        window: str = "steady") -> tuple[dict, Calibration]:
     """Scenario data calibrated from ``run`` (every scheme of the run pooled) and the calibration.
 
     Args:
@@ -77,6 +80,9 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
             background while the master waits is fitted to the cores the workers got
             (:func:`gcsim.compare.worker_share.fit_steady_background`, on the run's first scheme);
             ``"measured"``: the other-process CPU as measured.
+        window: ``"steady"`` (default): leave out the blocks of iterations during which another load came
+            and went (:mod:`gcsim.compare.steady`; the calibration's notes say which); ``"all"``: every
+            iteration after the warm-up.
     Returns:
         ``(data, calibration)``; ``data`` validates with :func:`gcsim.scenario.validate_scenario`.
     Raises:
@@ -89,7 +95,13 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
     n_it = min(int(r.iterations_of(s)["iteration"].nunique()) for r in runs for s in r.schemes)
     w = max(0, min(int(warmup), n_it - 2))
     measured = all(_uses_measured_cpu(r) for r in runs)
+    from gcsim.compare.pipeline import steady_sources
+
+    runs, window_notes = steady_sources(runs, window, w)
+    run = runs[0]
     cal = calibrate(runs, warmup=w, use_measured_cpu=measured)
+    if window_notes:
+        cal = dataclasses.replace(cal, notes=tuple(cal.notes) + tuple(window_notes))
     if background == "fitted" and measured:
         from gcsim.compare.worker_share import fit_pooled_background
 
@@ -197,11 +209,13 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
 
 
 def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *, command: str,
-                              warmup: int | None = None, force: bool = False) -> tuple[Path, list[Path]]:
+                              warmup: int | None = None, force: bool = False,
+                              calibration_window: str = "steady") -> tuple[Path, list[Path]]:
     """Write the calibrated scenario YAML ``out`` and its empirical CSV files beside it.
 
     ``warmup``: iterations dropped at the start of every run; None – the comparator's default,
     :func:`gcsim.compare.pipeline.default_warmup` of the shortest (run, scheme).
+    ``calibration_window``: ``"steady"`` or ``"all"`` (:func:`calibrated_scenario`'s ``window``).
 
     Every file is written to a temporary name and renamed, and the scenario is validated before
     anything is written; the YAML is renamed last, so a failure leaves no half-written scenario.
@@ -235,7 +249,9 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
     for r, scheme, count in counted:  # else the calibration silently kept the last iteration alone
         if warmup >= count:
             raise ConfigError("--warmup", f"fewer than the {count} iterations of {scheme} in {r.path}", warmup)
-    data, cal = calibrated_scenario(run, warmup=warmup)
+    if calibration_window not in ("steady", "all"):
+        raise ConfigError("--calibration-window", "one of steady, all", calibration_window)
+    data, cal = calibrated_scenario(run, warmup=warmup, window=calibration_window)
     side: dict[Path, str] = {}
     for path, tag in _EMPIRICAL_FIELDS:
         node = data

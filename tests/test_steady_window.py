@@ -1,0 +1,116 @@
+"""The steady part of a calibration run (gcsim.compare.steady): blocks of iterations during which
+another load came and went are left out of the calibration, and only those."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gcsim.cli import main
+from gcsim.compare.rundir import read_run_dir
+from gcsim.compare.scenario_file import calibrated_scenario
+from gcsim.compare.steady import BLOCK_ITERATIONS, restrict_to_steady, steady_window
+from factories import make_trace, write_run_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+#: a committed real run whose second half overlapped a simulation in another session (finding 18)
+DISTURBED = ROOT / "docs/validation/protocol-steal-2026-12-03/runs/real_expon/uncoded-a"
+WARMUP = 10
+
+
+def _run_with_load(tmp_path: Path, cores_of_iteration, iterations: int = 200, name: str = "run"):
+    """A run directory whose other-process CPU is ``cores_of_iteration(i)`` cores in iteration i
+    (split 80 / 20 between the wait and finish phases)."""
+    its, wks = make_trace(iterations=iterations, seed=3)
+    cores = np.array([cores_of_iteration(i) for i in range(iterations)], dtype=float)
+    its["other_cpu_wait_s"] = 0.8 * cores * its["duration_s"]
+    its["other_cpu_finish_s"] = 0.2 * cores * its["duration_s"]
+    return read_run_dir(write_run_dir(tmp_path / name, {"uncoded": (its, wks)}))
+
+
+def test_a_load_that_came_midway_is_left_out(tmp_path):
+    run = _run_with_load(tmp_path, lambda i: 0.1 if i < 90 else 1.0)
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == tuple(range(90, 200))
+    assert win.kept_iterations == tuple(range(0, 90))  # the warm-up stays: the calibration drops it
+    assert win.level_cores == pytest.approx(0.1)
+    assert len(win.block_cores) == 10 and win.block_cores[:4] == pytest.approx([0.1] * 4)
+    assert "iterations 10–89; left out 90–199" in win.note and "1.00–1.00 cores against 0.10–0.10" in win.note
+    restricted, notes = restrict_to_steady(run, lambda _r, _s: WARMUP)
+    assert notes == [win.note]
+    assert restricted.iterations["iteration"].tolist() == list(range(90))
+    assert sorted(restricted.workers["iteration"].unique()) == list(range(90))
+    assert len(run.iterations) == 200  # the run itself is left as it was
+
+
+def test_a_load_that_left_midway_is_left_out_too(tmp_path):
+    run = _run_with_load(tmp_path, lambda i: 0.9 if i < 50 else 0.2)
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == tuple(range(10, 50))  # blocks 10-29 and 30-49
+    assert win.level_cores == pytest.approx(0.2)
+
+
+def test_a_steady_run_keeps_every_iteration_and_is_returned_as_is(tmp_path):
+    rng = np.random.default_rng(0)
+    noise = rng.uniform(0.85, 1.15, size=200)  # +-15 % block-to-block, as quiet runs show
+    run = _run_with_load(tmp_path, lambda i: 0.3 * noise[i])
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == () and win.note == ""
+    restricted, notes = restrict_to_steady(run, lambda _r, _s: WARMUP)
+    assert restricted is run and notes == []
+
+
+def test_a_load_that_changed_throughout_keeps_everything_with_a_note(tmp_path):
+    run = _run_with_load(tmp_path, lambda i: 0.1 * 2.0 ** max(0, (i - WARMUP) // BLOCK_ITERATIONS))  # doubling
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == () and len(win.kept_iterations) == 200
+    assert "changed throughout the run" in win.note
+
+
+def test_without_other_process_columns_nothing_is_judged(tmp_path):
+    its, wks = make_trace(iterations=120, seed=1)  # other_cpu_* NaN: not measured
+    run = read_run_dir(write_run_dir(tmp_path / "old", {"uncoded": (its, wks)}))
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == () and win.note == "" and np.isnan(win.level_cores)
+
+
+@pytest.mark.parametrize("iterations, blocks", [(215, 10), (220, 11), (200, 10)])
+def test_a_short_last_block_joins_the_one_before(tmp_path, iterations, blocks):
+    run = _run_with_load(tmp_path, lambda i: 0.2, iterations=iterations)
+    assert len(steady_window(run, "uncoded", WARMUP).block_cores) == blocks
+
+
+def test_the_committed_disturbed_run_loses_its_second_half():
+    """Finding 18's run: a simulation in another session took up to a core in its last 110 iterations."""
+    run = read_run_dir(DISTURBED)
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == tuple(range(90, 200))
+    assert max(win.block_cores[:4]) < 0.15 < 0.4 < min(win.block_cores[4:])
+
+
+def test_calibrated_scenario_charges_the_steady_load_only():
+    run = read_run_dir(DISTURBED)
+    steady, cal_steady = calibrated_scenario(run, warmup=WARMUP, background="measured", window="steady")
+    every, cal_every = calibrated_scenario(run, warmup=WARMUP, background="measured", window="all")
+    wait_steady = steady["workload"]["background"]["wait"]["value"]
+    wait_every = every["workload"]["background"]["wait"]["value"]
+    assert wait_steady < 0.2 < 0.4 < wait_every
+    assert any("left out 90–199" in n for n in cal_steady.notes)
+    assert not any("left out" in n for n in cal_every.notes)
+
+
+def test_cli_calibrate_window_and_its_errors(tmp_path, capsys):
+    run = _run_with_load(tmp_path, lambda i: 0.1 if i < 90 else 1.0)
+    assert main(["calibrate", str(run.path), "--out", str(tmp_path / "steady.yaml")]) == 0
+    assert "left out 90–199" in (tmp_path / "steady.yaml").read_text()
+    assert main(["calibrate", str(run.path), "--out", str(tmp_path / "all.yaml"), "--calibration-window", "all"]) == 0
+    assert "left out" not in (tmp_path / "all.yaml").read_text()
+    assert yaml.safe_load((tmp_path / "all.yaml").read_text())["n_workers"] == 4
+    capsys.readouterr()
+    rc = main(["calibrate", str(run.path), "--out", str(tmp_path / "x.yaml"), "--calibration-window", "bogus"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--calibration-window" in err and "bogus" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.yaml").exists()
