@@ -19,7 +19,11 @@ Then, per model, it predicts every run **out of sample** (calibrated on another 
 straggler draws, scored on iterations the calibration never saw):
 
 * ``from-<calib>``: calibrated on ``<calib>-a`` with the workers' CPU clocks and the other-process
-  CPU measured in that run (``--cpu-source measured``, a pure prediction);
+  CPU measured in that run (``--cpu-source measured``, a pure prediction), over its steady part
+  (:mod:`gcsim.compare.steady`: blocks during which another load came and went are left out; every
+  calibration below does the same);
+* ``from-<calib>-all-iterations``: the same on every iteration of ``<calib>-a`` after the warm-up
+  (``--calibration-window all``, the calibration before the steady window);
 * ``from-<calib>-ab``: calibrated on ``<calib>-a`` and ``<calib>-b`` pooled (the runs that bracket
   the targets in time, so a drift of the machine's speed or load over the pass averages out), scored
   on the other schemes only (still out of sample: neither calibration run is a target);
