@@ -65,6 +65,26 @@ def test_fit_removes_cpu_that_ran_only_on_idle_cycles(tmp_path):
     assert fitted.background_finish_cores == cal.background_finish_cores
 
 
+def test_the_fit_never_exceeds_the_measured_background(tmp_path):
+    """Other processes took 0.5 cores at priority but the trace records only 0.2 while the master
+    waited: the workers' clocks alone would put 0.5 cores of background, more than the others used.
+    The fit is capped at the measured 0.2 (finding 18: beyond it the fit charges the background with a
+    slowdown that has another cause), and the note says so."""
+    sc = validate_scenario(_scenario(0.5))
+    run_dir = write_sim_run(simulate(sc), sc, tmp_path / "run")
+    its = pd.read_csv(run_dir / "iterations.csv")
+    its["other_cpu_wait_s"] = 0.2 * (its["decodable_s"] - its["start_s"])
+    its.to_csv(run_dir / "iterations.csv", index=False)
+    run = read_run_dir(run_dir)
+    cal = calibrate(run, warmup=2, use_measured_cpu=True)
+    assert cal.background_wait_cores == pytest.approx(0.2, abs=0.02)
+    fitted, fit = fit_steady_background(run, "uncoded", cal, warmup=2)
+    assert fit.observed_worker_cores == pytest.approx(1.5, abs=2e-3)  # what 0.5 cores of background leave
+    assert fitted.background_wait_cores == fit.measured_wait_cores == cal.background_wait_cores
+    assert fit.simulated_worker_cores > fit.observed_worker_cores + 0.2
+    assert any("capped" in note for note in fitted.notes)
+
+
 def test_nothing_to_fit_without_cores_or_background(tmp_path):
     sc = validate_scenario(_scenario(0.5))
     run = read_run_dir(write_sim_run(simulate(sc), sc, tmp_path / "run"))

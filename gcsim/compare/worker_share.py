@@ -17,7 +17,8 @@ progressing at ``min(1, C / A(t))`` while ``A(t)`` workers are busy (Kleinrock, 
 which a simulation of the calibration run (its own straggler draws) gives the same ``C`` with the
 same estimator, so the estimator's own bias (busy intervals it cannot see, per-call work) cancels:
 indirect inference (Gouriéroux, Monfort & Renault, J. Appl. Econometrics 8:S85, 1993), one
-parameter, by Brent's method (``scipy.optimize.brentq``). Everything else of the calibration (per-partition work, per-call work, the
+parameter, by Brent's method (``scipy.optimize.brentq``), searched between none and the measured
+other-process CPU (what other processes took from the workers cannot exceed what they used; finding 18). Everything else of the calibration (per-partition work, per-call work, the
 per-byte burst of Ray moving replies) is kept as measured.
 """
 
@@ -94,7 +95,8 @@ class BackgroundFit:
 
 
 def fit_steady_background(run, scheme: str, calibration, *, warmup: int = 0,
-                          simulate: Callable | None = None) -> tuple[object, BackgroundFit | None]:
+                          simulate: Callable | None = None,
+                          cap_cores: float | None = None) -> tuple[object, BackgroundFit | None]:
     """Refit ``calibration``'s steady ``wait`` background so that the simulated workers of ``run``'s
     ``scheme`` get the cores its measured workers got (module docstring).
 
@@ -105,6 +107,8 @@ def fit_steady_background(run, scheme: str, calibration, *, warmup: int = 0,
             measured background.
         warmup: iterations not matched (they still count in the busy profile).
         simulate: ``simulate(scenario, iterations=..., progress=False)`` (default the SimPy engine).
+        cap_cores: the most the fit may give (default: ``calibration``'s measured background; a pooled
+            calibration passes each run's own).
     Returns:
         ``(calibration, fit)``: the calibration with ``background_wait_cores`` replaced (and a note),
         and the :class:`BackgroundFit`; the calibration unchanged and None when there is nothing to
@@ -130,22 +134,30 @@ def fit_steady_background(run, scheme: str, calibration, *, warmup: int = 0,
         return float(calibration.cores if got is None else got)
 
     measured = float(calibration.background_wait_cores)
-    lo, hi = 0.0, float(calibration.cores)
+    # what other processes took from the workers cannot exceed what they used: a fit above the measured
+    # CPU would charge to the background a slowdown with another cause (docs/validation/README.md
+    # finding 18: over five quiet exponential passes the uncapped fit over-predicted the CPU-bound schemes
+    # from `uncoded` by up to 18 %, the measured background by up to 9 %)
+    cap = measured if cap_cores is None else float(cap_cores)
+    lo, hi = 0.0, min(float(calibration.cores), max(cap, 0.0))
     c_lo = sim_cores(lo)
-    if c_lo <= observed:  # even with no steady background the workers got no more: keep none
+    if c_lo <= observed or hi <= lo:  # even with no steady background the workers got no more: keep none
         best, c_best = lo, c_lo
     else:
         c_hi = sim_cores(hi)
-        if c_hi >= observed:
+        if c_hi >= observed:  # the workers got less than even the measured background leaves: keep it
             best, c_best = hi, c_hi
         else:  # simulated worker cores fall as the background grows: Brent's method on the bracket
             best = float(brentq(lambda b: sim_cores(b) - observed, lo, hi, xtol=FIT_XTOL_CORES, maxiter=40))
             c_best = sim_cores(best)
     fit = BackgroundFit(observed, c_best, measured, best)
+    capped = best >= hi and hi < float(calibration.cores)
     note = (f"steady background while waiting fitted to the workers' CPU: their clocks say they got "
             f"{observed:.3f} of {calibration.cores:g} cores while computing; the simulation gives "
             f"{c_best:.3f} with {best:.3f} cores of steady background (measured other-process CPU while "
-            f"waiting: {measured:.3f} cores; the difference ran on cycles the workers left idle)")
+            f"waiting: {measured:.3f} cores; "
+            + ("the fit is capped there: other processes cannot take more than they used)" if capped
+               else "the difference ran on cycles the workers left idle)"))
     cal = dataclasses.replace(calibration, background_wait_cores=best, notes=tuple(calibration.notes) + (note,))
     return cal, fit
 
@@ -163,15 +175,22 @@ def fit_pooled_background(runs, calibration, *, warmup: int = 0, simulate: Calla
         RunDirError: a run's config holds values the scenario refuses.
     """
     runs = list(runs)
-    fits = [fit_steady_background(r, scheme or r.schemes[0], calibration, warmup=warmup, simulate=simulate)
-            for r in runs]
+    if len(runs) == 1:
+        caps = [None]
+    else:  # each run's fit is capped at what other processes used in that run (not the pooled mean)
+        from gcsim.compare.calibrate import calibrate
+
+        caps = [calibrate(r, schemes={r.label: [scheme or r.schemes[0]]}, warmup=warmup,
+                          use_measured_cpu=True).background_wait_cores for r in runs]
+    fits = [fit_steady_background(r, scheme or r.schemes[0], calibration, warmup=warmup, simulate=simulate,
+                                  cap_cores=cap) for r, cap in zip(runs, caps)]
     if len(fits) == 1:
         return fits[0][0]
     got = [f for _, f in fits if f is not None]
     if not got:
         return calibration
     mean = float(np.mean([f.fitted_wait_cores for f in got]))
-    note = (f"steady background fitted to the workers' CPU of each calibration run with the pooled calibration "
+    note = ("steady background fitted to the workers' CPU of each calibration run with the pooled calibration "
             "(run: workers' cores observed -> fitted background, measured other-process CPU while waiting: "
             + "; ".join(f"{r.label}: {f.observed_worker_cores:.3f} -> {f.fitted_wait_cores:.3f}, "
                         f"{f.measured_wait_cores:.3f}" for r, (_, f) in zip(runs, fits) if f is not None)
