@@ -1,13 +1,15 @@
 """Print the README's per-model protocol tables from a protocol.csv.
 
-    .venv/bin/python docs/validation/readme_tables.py docs/validation/protocol-2026-12-02/protocol.csv
+    .venv/bin/python docs/validation/readme_tables.py docs/validation/protocol-steal-2026-12-03/real_expon/protocol.csv
 
 Columns: measured mean / p95 of each target run; the prediction calibrated on ``<calib>-a`` alone
-(``from-<calib>``, fresh draws) with its 95 % CI and p95 error; the same calibrated on ``<calib>-a`` and
-``<calib>-b`` pooled (``from-<calib>-ab``); the same as the first with the CPU work per partition scaled
-by the target's CPU-speed probe (``from-<calib>-probe``, when the runs have one); ``gcsim calibrate`` -> ``gcsim simulate`` of a file from
-``<calib>-a`` (``calibrate-file-<calib>``); the model check (``check-<calib>-paired``: the target's own
-straggler draws, not a prediction).
+(``from-<calib>``: its steady part, fresh draws) with its 95 % CI and p95 error; the same calibrated on
+every iteration of ``<calib>-a`` (``from-<calib>-all-iterations``, when the table has it: what the
+calibration gave before the steady window); calibrated on the coded scheme's run (``from-<coded>``);
+``gcsim calibrate`` -> ``gcsim simulate`` of a file from ``<calib>-a`` (``calibrate-file-<calib>``); the
+diagnostic given each target's own load and CPU speed (``given-<calib>-load-and-speed``: not a
+prediction); the model check (``check-<calib>-paired``: the target's own straggler draws, not a
+prediction).
 """
 
 import sys
@@ -19,14 +21,14 @@ def pct(x: float) -> str:
     return "–" if pd.isna(x) else f"{x * 100:+.1f} %".replace("-", "−")
 
 
-def main(path: str, calib: str = "uncoded") -> None:
+def main(path: str, calib: str = "uncoded", coded: str = "gc-fr") -> None:
     d = pd.read_csv(path)
     for model, g in d.groupby("model", sort=False):
         print(f"\n{model}\n")
-        print("| scheme | measured mean s | measured p95 s | predicted mean s (err [95 % CI]) | p95 err "
-              "| from `uncoded-a`+`-b` pooled | from `uncoded-a`, speed probe | `calibrate`→`simulate` "
-              "| model check (own draws) |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print(f"| scheme | measured mean s | measured p95 s | predicted from `{calib}-a` (err [95 % CI]) | p95 err "
+              f"| same, every iteration | from `{coded}` | `calibrate`→`simulate` "
+              "| given load and speed (diagnostic) | model check (own draws) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for _, r in g[g.comparison == f"from-{calib}"].iterrows():
             def other(comp):
                 x = g[(g.comparison == comp) & (g.run == r.run)]
@@ -34,8 +36,10 @@ def main(path: str, calib: str = "uncoded") -> None:
             name = (f"`{r.scheme}`" + ("" if r.exact else " (approx.)")
                     + (" (repeat: noise floor)" if r.scheme == calib else ""))
             print(f"| {name} | {r.obs_mean_s:.3f} | {r.obs_p95_s:.3f} | {r.sim_mean_s:.3f} ({pct(r.err_mean)} "
-                  f"[{pct(r.err_mean_lo)}, {pct(r.err_mean_hi)}]) | {pct(r.err_p95)} | {other(f'from-{calib}-ab')} "
-                  f"| {other(f'from-{calib}-probe')} | {other(f'calibrate-file-{calib}')} | {other(f'check-{calib}-paired')} |")
+                  f"[{pct(r.err_mean_lo)}, {pct(r.err_mean_hi)}]) | {pct(r.err_p95)} "
+                  f"| {other(f'from-{calib}-all-iterations')} | {other(f'from-{coded}')} "
+                  f"| {other(f'calibrate-file-{calib}')} | {other(f'given-{calib}-load-and-speed')} "
+                  f"| {other(f'check-{calib}-paired')} |")
 
 
 if __name__ == "__main__":
