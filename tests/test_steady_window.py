@@ -106,11 +106,34 @@ def test_cli_calibrate_window_and_its_errors(tmp_path, capsys):
     run = _run_with_load(tmp_path, lambda i: 0.1 if i < 90 else 1.0)
     assert main(["calibrate", str(run.path), "--out", str(tmp_path / "steady.yaml")]) == 0
     assert "left out 90–199" in (tmp_path / "steady.yaml").read_text()
+    assert "note: run: calibrated on its steady part, iterations 10–89; left out 90–199" in capsys.readouterr().err
     assert main(["calibrate", str(run.path), "--out", str(tmp_path / "all.yaml"), "--calibration-window", "all"]) == 0
     assert "left out" not in (tmp_path / "all.yaml").read_text()
+    assert "note:" not in capsys.readouterr().err
     assert yaml.safe_load((tmp_path / "all.yaml").read_text())["n_workers"] == 4
     capsys.readouterr()
     rc = main(["calibrate", str(run.path), "--out", str(tmp_path / "x.yaml"), "--calibration-window", "bogus"])
     err = capsys.readouterr().err
     assert rc == 2 and "--calibration-window" in err and "bogus" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_cli_compare_says_what_the_window_left_out(tmp_path, capsys):
+    """`gcsim compare --calibrate-from` a disturbed run prints the steady window's note on the terminal
+    (not only in report.md) and records it on the result."""
+    from gcsim.compare.pipeline import CompareOptions, compare_runs
+
+    calib = _run_with_load(tmp_path, lambda i: 0.1 if i < 90 else 1.0, name="calib")
+    target = _run_with_load(tmp_path, lambda i: 0.1, name="target")
+    res = compare_runs([(target, target.schemes)], calibrate_from=[calib], options=CompareOptions(replications=1))
+    assert len(res.window_notes) == 1 and "left out 90–199" in res.window_notes[0]
+    every = compare_runs([(target, target.schemes)], calibrate_from=[calib],
+                         options=CompareOptions(replications=1, calibration_window="all"))
+    assert every.window_notes == ()
+    capsys.readouterr()
+    rc = main(["compare", str(target.path), "--calibrate-from", str(calib.path), "--replications", "1",
+               "--out", str(tmp_path / "cmp")])
+    assert rc in (0, 1)
+    err = capsys.readouterr().err
+    assert "note: calib: calibrated on its steady part" in err
+    assert "left out 90–199" in (tmp_path / "cmp" / "report.md").read_text()

@@ -47,7 +47,8 @@ def command(run_dirs, out_path, warmup, calibration_window, force):
     runs = read_distinct_run_dirs(run_dirs, "RUN_DIR")
     cmd = command_line(click.get_current_context(), "calibrate", [str(p) for p in run_dirs])
     path, side = write_calibrated_scenario(runs, out_path, command=cmd, warmup=warmup, force=force,
-                                           calibration_window=calibration_window)
+                                           calibration_window=calibration_window,
+                                           on_note=lambda note: click.echo(f"note: {note}", err=True))
     for warning in pooled_differences(runs):
         click.echo(f"warning: {warning}", err=True)
     click.echo(f"wrote {path}" + (f" (+ {', '.join(p.name for p in side)})" if side else ""))

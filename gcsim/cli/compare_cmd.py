@@ -171,6 +171,8 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     click.echo(f"{len(table)} scheme(s) compared, {options.mode} mode, {options.replications} replication(s), "
                f"{src}")
     click.echo(verdict_table(table))
+    for note in result.window_notes:
+        click.echo(f"note: {note}", err=True)
     if result.ranking is not None:
         rk = result.ranking
         click.echo(f"ranking (fastest first): observed {' < '.join(rk.observed_order)}; predicted "

@@ -224,12 +224,15 @@ class CompareResult:
         ranking: Kendall-tau agreement of the scheme order (None with fewer than 2 items).
         calibrations: calibration per source (labels joined by ``+``).
         options: the :class:`CompareOptions` used.
+        window_notes: what the steady calibration window left out of the ``calibrate_from`` runs, one
+            line per run it changed (:mod:`gcsim.compare.steady`; also in the calibration's notes).
     """
 
     items: list[SchemeComparison]
     ranking: RankAgreement | None
     calibrations: dict[str, Calibration]
     options: CompareOptions
+    window_notes: tuple[str, ...] = ()
 
     def table(self) -> pd.DataFrame:
         """The ``validation.csv`` table (one row per item)."""
@@ -496,6 +499,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         RunDirError: calibration data missing from a run.
     """
     calibrations: dict[str, Calibration] = {}
+    window_notes: list[str] = []
     sources = None if calibrate_from is None else as_runs(calibrate_from)
     if sources is not None:
         for run, _ in targets:
@@ -568,7 +572,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     if len(items) >= 2:
         ranking = rank_agreement({it.label: it.comparison.observed["mean"] for it in items},
                                  {it.label: it.comparison.simulated["mean"] for it in items})
-    return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options)
+    return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options,
+                         window_notes=tuple(window_notes))
 
 
 __all__ = ["calibration_speed_cv", "steady_sources", "default_warmup", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",

@@ -22,7 +22,7 @@ import dataclasses
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import yaml
@@ -66,7 +66,8 @@ def _uses_measured_cpu(run: RunDir) -> bool:
 
 def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, name: str | None = None,
                         schemes: list[dict] | None = None, background: str = "fitted",
-                        window: str = "steady") -> tuple[dict, Calibration]:
+                        window: str = "steady",
+                        on_note: Callable[[str], None] | None = None) -> tuple[dict, Calibration]:
     """Scenario data calibrated from ``run`` (every scheme of the run pooled) and the calibration.
 
     Args:
@@ -83,6 +84,8 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
         window: ``"steady"`` (default): leave out the blocks of iterations during which another load came
             and went (:mod:`gcsim.compare.steady`; the calibration's notes say which); ``"all"``: every
             iteration after the warm-up.
+        on_note: called with each line saying what the steady window left out (also in the
+            calibration's notes).
     Returns:
         ``(data, calibration)``; ``data`` validates with :func:`gcsim.scenario.validate_scenario`.
     Raises:
@@ -102,6 +105,8 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
     cal = calibrate(runs, warmup=w, use_measured_cpu=measured)
     if window_notes:
         cal = dataclasses.replace(cal, notes=tuple(cal.notes) + tuple(window_notes))
+        for note in window_notes if on_note is not None else ():
+            on_note(note)
     if background == "fitted" and measured:
         from gcsim.compare.worker_share import fit_pooled_background
 
@@ -210,12 +215,15 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
 
 def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *, command: str,
                               warmup: int | None = None, force: bool = False,
-                              calibration_window: str = "steady") -> tuple[Path, list[Path]]:
+                              calibration_window: str = "steady",
+                              on_note: Callable[[str], None] | None = None) -> tuple[Path, list[Path]]:
     """Write the calibrated scenario YAML ``out`` and its empirical CSV files beside it.
 
     ``warmup``: iterations dropped at the start of every run; None – the comparator's default,
     :func:`gcsim.compare.pipeline.default_warmup` of the shortest (run, scheme).
     ``calibration_window``: ``"steady"`` or ``"all"`` (:func:`calibrated_scenario`'s ``window``).
+    ``on_note``: called with each line saying what the steady window left out (e.g. to print it; the
+    file's comments hold it too).
 
     Every file is written to a temporary name and renamed, and the scenario is validated before
     anything is written; the YAML is renamed last, so a failure leaves no half-written scenario.
@@ -251,7 +259,7 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
             raise ConfigError("--warmup", f"fewer than the {count} iterations of {scheme} in {r.path}", warmup)
     if calibration_window not in ("steady", "all"):
         raise ConfigError("--calibration-window", "one of steady, all", calibration_window)
-    data, cal = calibrated_scenario(run, warmup=warmup, window=calibration_window)
+    data, cal = calibrated_scenario(run, warmup=warmup, window=calibration_window, on_note=on_note)
     side: dict[Path, str] = {}
     for path, tag in _EMPIRICAL_FIELDS:
         node = data
