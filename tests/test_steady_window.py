@@ -39,7 +39,7 @@ def test_a_load_that_came_midway_is_left_out(tmp_path):
     assert win.level_cores == pytest.approx(0.1)
     assert len(win.block_cores) == 10 and win.block_cores[:4] == pytest.approx([0.1] * 4)
     assert "iterations 10–89; left out 90–199" in win.note and "1.00–1.00 cores against 0.10–0.10" in win.note
-    restricted, notes = restrict_to_steady(run, lambda _r, _s: WARMUP)
+    restricted, notes = restrict_to_steady(run, WARMUP)
     assert notes == [win.note]
     assert restricted.iterations["iteration"].tolist() == list(range(90))
     assert sorted(restricted.workers["iteration"].unique()) == list(range(90))
@@ -59,7 +59,7 @@ def test_a_steady_run_keeps_every_iteration_and_is_returned_as_is(tmp_path):
     run = _run_with_load(tmp_path, lambda i: 0.3 * noise[i])
     win = steady_window(run, "uncoded", WARMUP)
     assert win.dropped_iterations == () and win.note == ""
-    restricted, notes = restrict_to_steady(run, lambda _r, _s: WARMUP)
+    restricted, notes = restrict_to_steady(run, WARMUP)
     assert restricted is run and notes == []
 
 

@@ -28,6 +28,7 @@ from gcsim.compare.estimators import background_cores, speed_drift_cv
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import build_scenario
+from gcsim.compare.steady import calibration_runs, check_window
 from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
 from gcsim.compare.verdict import Bands, Verdict, judge
 from gcsim.errors import ConfigError
@@ -149,8 +150,7 @@ class CompareOptions:
             raise ConfigError("--speed-from", f"one of {', '.join(SPEED_SOURCES)}", self.speed_from)
         if self.background not in BACKGROUND_SOURCES:
             raise ConfigError("--background", f"one of {', '.join(BACKGROUND_SOURCES)}", self.background)
-        if self.calibration_window not in ("steady", "all"):
-            raise ConfigError("--calibration-window", "one of steady, all", self.calibration_window)
+        check_window(self.calibration_window)
         sd = self.speed_drift
         if not (sd in ("auto", "none") or (isinstance(sd, (int, float)) and not isinstance(sd, bool)
                                            and 0 <= sd < 1)):
@@ -257,22 +257,6 @@ def _warmup_for(run: RunDir, scheme: str, warmup: int | None) -> int:
         raise ConfigError("--warmup", f"at most {max(n_it - 2, 0)} (run {run.label}, scheme {scheme} has "
                           f"{n_it} iterations)", w)
     return w
-
-
-def steady_sources(sources: Sequence[RunDir], window: str, warmup: int) -> tuple[list[RunDir], list[str]]:
-    """The calibration runs restricted to their steady part (``window="steady"``,
-    :func:`gcsim.compare.steady.restrict_to_steady`, the same ``warmup`` for every run) or as given
-    (``"all"``), and the notes saying what was left out."""
-    if window == "all":
-        return list(sources), []
-    from gcsim.compare.steady import restrict_to_steady
-
-    out, notes = [], []
-    for src in sources:
-        r, ns = restrict_to_steady(src, lambda _run, _sch: warmup)
-        out.append(r)
-        notes += ns
-    return out, notes
 
 
 def _replication_seed(base: int, replication: int) -> int:
@@ -505,7 +489,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         for run, _ in targets:
             require_same_n(sources[0], run)
         w_src = min(_warmup_for(src, s, options.warmup) for src in sources for s in src.schemes)
-        sources, window_notes = steady_sources(sources, options.calibration_window, w_src)
+        sources, window_notes = calibration_runs(sources, options.calibration_window, w_src)
         shared = calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
         shared = _fit_background(sources, shared, options, w_src, simulate)
         if window_notes:
@@ -576,5 +560,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                          window_notes=tuple(window_notes))
 
 
-__all__ = ["calibration_speed_cv", "steady_sources", "default_warmup", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["calibration_speed_cv", "default_warmup", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

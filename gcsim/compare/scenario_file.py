@@ -18,7 +18,6 @@ say so.
 from __future__ import annotations
 
 import dataclasses
-
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -98,15 +97,16 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
     n_it = min(int(r.iterations_of(s)["iteration"].nunique()) for r in runs for s in r.schemes)
     w = max(0, min(int(warmup), n_it - 2))
     measured = all(_uses_measured_cpu(r) for r in runs)
-    from gcsim.compare.pipeline import steady_sources
+    from gcsim.compare.steady import calibration_runs
 
-    runs, window_notes = steady_sources(runs, window, w)
+    runs, window_notes = calibration_runs(runs, window, w)
     run = runs[0]
     cal = calibrate(runs, warmup=w, use_measured_cpu=measured)
     if window_notes:
         cal = dataclasses.replace(cal, notes=tuple(cal.notes) + tuple(window_notes))
-        for note in window_notes if on_note is not None else ():
-            on_note(note)
+        for note in window_notes:
+            if on_note is not None:
+                on_note(note)
     if background == "fitted" and measured:
         from gcsim.compare.worker_share import fit_pooled_background
 
@@ -257,8 +257,9 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
     for r, scheme, count in counted:  # else the calibration silently kept the last iteration alone
         if warmup >= count:
             raise ConfigError("--warmup", f"fewer than the {count} iterations of {scheme} in {r.path}", warmup)
-    if calibration_window not in ("steady", "all"):
-        raise ConfigError("--calibration-window", "one of steady, all", calibration_window)
+    from gcsim.compare.steady import check_window
+
+    check_window(calibration_window)  # before anything is computed or written
     data, cal = calibrated_scenario(run, warmup=warmup, window=calibration_window, on_note=on_note)
     side: dict[Path, str] = {}
     for path, tag in _EMPIRICAL_FIELDS:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from gcsim.compare.rundir import RunDir
+from gcsim.errors import ConfigError
 
 #: iterations per block of the steadiness test
 BLOCK_ITERATIONS = 20
@@ -141,19 +142,19 @@ def steady_window(run: RunDir, scheme: str, warmup: int) -> SteadyWindow:
     return SteadyWindow(kept, tuple(dropped), tuple(cores), level, note)
 
 
-def restrict_to_steady(run: RunDir, warmup_of) -> tuple[RunDir, list[str]]:
+def restrict_to_steady(run: RunDir, warmup: int) -> tuple[RunDir, list[str]]:
     """``run`` with the iterations :func:`steady_window` leaves out removed from its iterations and
     workers frames (every scheme), and the notes saying so.
 
     Args:
-        run: a measured run. warmup_of: ``warmup_of(run, scheme) -> int``, the warm-up the caller uses.
+        run: a measured run. warmup: iterations dropped at the start of each scheme (kept here).
     Returns:
         ``(run, notes)``: the same object when nothing is left out.
     """
     drop: dict[str, set[int]] = {}
     notes: list[str] = []
     for sch in run.schemes:
-        win = steady_window(run, sch, warmup_of(run, sch))
+        win = steady_window(run, sch, warmup)
         if win.note:
             notes.append(win.note)
         if win.dropped_iterations:
@@ -170,5 +171,31 @@ def restrict_to_steady(run: RunDir, warmup_of) -> tuple[RunDir, list[str]]:
     return dataclasses.replace(run, iterations=keep(run.iterations), workers=keep(run.workers)), notes
 
 
+def calibration_runs(runs: Sequence[RunDir], window: str, warmup: int) -> tuple[list[RunDir], list[str]]:
+    """The calibration runs for ``--calibration-window``: restricted to their steady part
+    (``"steady"``, :func:`restrict_to_steady` with the same ``warmup`` for every run) or as given
+    (``"all"``), and the notes saying what was left out.
+
+    Raises:
+        ConfigError: ``window`` not one of :data:`CALIBRATION_WINDOWS` (field ``--calibration-window``).
+    """
+    check_window(window)
+    if window == "all":
+        return list(runs), []
+    out, notes = [], []
+    for run in runs:
+        restricted, ns = restrict_to_steady(run, warmup)
+        out.append(restricted)
+        notes += ns
+    return out, notes
+
+
+def check_window(window: str) -> None:
+    """Raise ConfigError (field ``--calibration-window``) unless ``window`` is one of :data:`CALIBRATION_WINDOWS`."""
+    if window not in CALIBRATION_WINDOWS:
+        raise ConfigError("--calibration-window", f"one of {', '.join(CALIBRATION_WINDOWS)}", window)
+
+
 __all__ = ["ABS_TOLERANCE_CORES", "BLOCK_ITERATIONS", "CALIBRATION_WINDOWS", "MIN_KEPT_BLOCKS", "MIN_KEPT_FRACTION",
-           "REL_TOLERANCE", "SteadyWindow", "block_other_cores", "restrict_to_steady", "steady_window"]
+           "REL_TOLERANCE", "SteadyWindow", "block_other_cores", "calibration_runs", "check_window", "restrict_to_steady",
+           "steady_window"]
