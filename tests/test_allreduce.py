@@ -3,9 +3,10 @@ Ray Train run of n = 2 ranks on a tiny CIFAR-10-layout data set (one Ray start f
 
 Checks: the run directory holds the trace format (the comparator's reader accepts it, the simulator
 writes the same columns for its config.yaml), the injected delays and slowdowns are the keyed
-straggler draws, every rank holds the same model, and that model equals a single-process reference
-(same global mini-batches, same SGD): the all-reduced gradient is the full mini-batch gradient. No
-wall-clock assertions. Bad input: one line naming the option, exit 2, before Ray starts.
+straggler draws, host.csv holds the hypervisor's steal per iteration, every rank holds the same
+model, and that model equals a single-process reference (same global mini-batches, same SGD): the
+all-reduced gradient is the full mini-batch gradient. No wall-clock assertions. Bad input: one line
+naming the option, exit 2, before Ray starts.
 """
 
 from __future__ import annotations
@@ -89,6 +90,24 @@ def test_run_directory_holds_the_trace_format(run):
     sim = simulate(sc, iterations=2)
     assert list(sim.iterations.columns) == list(it.columns) and list(sim.workers.columns) == list(wk.columns)
     assert set(sim.iterations.scheme) == {ALLREDUCE}
+
+
+def test_host_csv_records_the_steal_per_iteration(run):
+    # the hypervisor's steal, as the PS run records it: one host.csv row per iteration, and the run's
+    # average in meta.json's host CPU load
+    from gcsim.real.hostcpu import HOST_COLUMNS, host_steal_cpu_s
+
+    path, _, _ = run
+    assert _header(path / "host.csv") == HOST_COLUMNS
+    host, it = pd.read_csv(path / "host.csv"), pd.read_csv(path / "iterations.csv")
+    assert host.iteration.tolist() == list(range(ITERS)) and (host.scheme == ALLREDUCE).all()
+    np.testing.assert_allclose(host.end_s, it.end_s)  # the iteration's end (the latest rank's)
+    assert (host.reading_wall_s > 0).all() and host.reading_wall_s.sum() <= it.end_s.max() + 60
+    load = read_run_dir(path).meta["host_cpu_load"]
+    assert "steal_cores" in load
+    if np.isfinite(host_steal_cpu_s()):  # Linux: the steal field exists (zero on bare metal)
+        assert np.isfinite(host.host_steal_cpu_s).all() and (host.host_steal_cpu_s >= 0).all()
+        assert 0 <= load["steal_cores"] <= load["busy_cores"] + 1e-3
 
 
 def test_injected_delays_are_the_keyed_draws(run):

@@ -34,12 +34,16 @@ iterations.csv row: ``start_s`` = the earliest rank's start, ``decodable_s`` = t
 ``arrival_s`` (the summed gradient is on every rank), ``end_s`` = the latest rank's end of its SGD
 step, ``n_arrived = n_used = n``; ``other_cpu_wait_s`` / ``other_cpu_finish_s`` the CPU every process
 but the ranks took on the host over rank 0's ``[start, all-reduce return]`` and ``[return, end]``
-(:class:`gcsim.real.hostcpu.HostCpuMeter`). ``rank_steps.csv`` (:data:`RANK_STEP_COLUMNS`) keeps the
+(:class:`gcsim.real.hostcpu.HostCpuMeter`). ``host.csv`` (:data:`gcsim.real.hostcpu.HOST_COLUMNS`,
+as the PS run's: :class:`gcsim.real.hostcpu.HostStealLog`) per iteration the CPU-seconds the hypervisor
+stole from the host since rank 0's previous reading (after its SGD step) and the wall seconds of that
+reading; ``end_s`` is the iteration's. ``rank_steps.csv`` (:data:`RANK_STEP_COLUMNS`) keeps the
 iteration as every rank saw it; ``ranks.json`` what rank 0 hands the driver for meta.json (ranks'
 pids and hosts, the largest weight difference between replicas after the last step, the host CPU
-load while iterating); ``checkpoint.pt`` the final model and optimizer (written once, at the end). Evaluation (rank 0, every ``eval_every`` iterations, metrics.csv
-with :data:`gcsim.real.rundir.METRICS_COLUMNS`) happens between iterations behind a barrier, so it
-is in no iteration's duration, as in the PS run.
+load while iterating, ``steal_cores`` among it); ``checkpoint.pt`` the final model and optimizer
+(written once, at the end). Evaluation (rank 0, every ``eval_every`` iterations, metrics.csv with
+:data:`gcsim.real.rundir.METRICS_COLUMNS`) happens between iterations behind a barrier, so it is in
+no iteration's duration, as in the PS run.
 
 Simulator side: an all-reduce waits for every worker, which is what ``uncoded`` models (its decoding
 needs all ``n`` partitions), so no new scheme is registered: the run's ``config.yaml`` lists
@@ -225,7 +229,8 @@ def _train_loop(config: dict) -> None:
     import ray
     import ray.train
 
-    from gcsim.real.hostcpu import HostCpuMeter, cpu_load_between, host_cpu_times, process_niceness, session_cpu_s
+    from gcsim.real.hostcpu import (HostCpuMeter, HostStealLog, cpu_load_between, host_cpu_times, process_niceness,
+                                    session_cpu_s)
     from gcsim.real.model import build_model, evaluate, get_flat_weights, set_flat_grad, slice_gradient
     from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
     from gcsim.real.sampling import slice_positions
@@ -261,7 +266,10 @@ def _train_loop(config: dict) -> None:
         metrics: list[dict] = []
         loss_window: list[float] = []
         eval_cpu_s = 0.0
+        host_log = HostStealLog()  # host.csv: the hypervisor's steal per iteration
     dist.barrier()
+    if rank == 0:
+        host_log.mark()  # the first row counts from the start of iteration 0
     records: list[dict] = []
     cpu_mark = time.process_time()
     load_before = None
@@ -301,6 +309,7 @@ def _train_loop(config: dict) -> None:
         if rank == 0:
             c_end = meter.read()
             other_cpu[it] = (HostCpuMeter.other_cpu_s(c_begin, c_arr), HostCpuMeter.other_cpu_s(c_arr, c_end))
+            host_log.record(ALLREDUCE, it)  # end_s: the latest rank's, filled in when written
         last = it == n_it - 1
         if (it + 1) % int(cfg["eval_every"]) == 0 or last:
             # between iterations: gather the records, evaluate, write; the barrier keeps it out of
@@ -334,6 +343,8 @@ def _train_loop(config: dict) -> None:
                 from gcsim.rundir import atomic_write_text
 
                 atomic_write_text(run.path / RANK_STEPS_FILE, st_df.to_csv(index=False, float_format="%.9g"))
+                ends = {int(i): float(e) for i, e in zip(it_df["iteration"], it_df["end_s"])}
+                host_log.write(run.path / "host.csv", end_s=ends)
             dist.barrier()
             cpu_mark = time.process_time()  # the evaluation and the gather are no iteration's CPU
     # the replicas must agree: every rank applied the same summed gradient to the same weights

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Iterable
+import time
+from pathlib import Path
+from typing import Iterable, Mapping
 
 #: Fields of the ``cpu`` line of /proc/stat counted as busy: user nice system (idle iowait) irq softirq steal.
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
@@ -229,6 +231,69 @@ def host_steal_cpu_s() -> float:
     return times[7] / _ticks_per_s()
 
 
+class HostStealLog:
+    """The rows of a real run's ``host.csv`` (:data:`HOST_COLUMNS`), one per iteration: the
+    hypervisor's steal since the previous reading, a measurement of the machine beside the iteration,
+    never an input of it. Shared by the parameter-server executor (:mod:`gcsim.real.runner`) and the
+    all-reduce executor (:mod:`gcsim.real.allreduce`).
+
+    A reading is ``(time.monotonic(), host_steal_cpu_s())``: wall seconds and steal CPU-seconds. The
+    first is taken at construction (call :meth:`mark` again right before the first iteration if setup
+    happens in between); each :meth:`record` takes the next.
+
+    Args:
+        rows: earlier rows to keep (a resumed run's, :meth:`read_prior`).
+    """
+
+    def __init__(self, rows: Iterable[dict] = ()):
+        self.rows: list[dict] = [dict(r) for r in rows]
+        self.mark()
+
+    def mark(self) -> None:
+        """Take the reading the next row counts from (now)."""
+        self._reading = (time.monotonic(), host_steal_cpu_s())
+
+    def record(self, scheme: str, iteration: int, end_s: float = math.nan) -> dict:
+        """Append and return the row of ``iteration``: ``reading_wall_s``, wall seconds since the
+        previous reading, and ``host_steal_cpu_s``, steal CPU-seconds over them (NaN where
+        unavailable). ``end_s``: the iteration's end, seconds from the run's time origin (as in
+        iterations.csv); NaN when not known yet (fill it in :meth:`frame`)."""
+        now = (time.monotonic(), host_steal_cpu_s())
+        (t0, s0), (t1, s1) = self._reading, now
+        row = {"scheme": scheme, "iteration": int(iteration), "end_s": float(end_s),
+               "reading_wall_s": t1 - t0, "host_steal_cpu_s": s1 - s0}
+        self.rows.append(row)
+        self._reading = now
+        return row
+
+    def frame(self, end_s: Mapping[int, float] | None = None):
+        """The rows as a DataFrame with :data:`HOST_COLUMNS`. ``end_s``: iteration -> end (seconds
+        from the time origin) for rows recorded without one (an all-reduce's end is the latest rank's,
+        known only once rank 0 has gathered the ranks' records)."""
+        import pandas as pd
+
+        rows = self.rows
+        if end_s:
+            rows = [{**r, "end_s": float(end_s[r["iteration"]])}
+                    if not math.isfinite(r["end_s"]) and r["iteration"] in end_s else r for r in rows]
+        return pd.DataFrame(rows, columns=HOST_COLUMNS)
+
+    def write(self, path, end_s: Mapping[int, float] | None = None) -> None:
+        """Write :meth:`frame` (``end_s`` as there) to the CSV file ``path``."""
+        self.frame(end_s).to_csv(path, index=False)
+
+    @staticmethod
+    def read_prior(path, before_iteration: int) -> list[dict]:
+        """The rows of an existing ``host.csv`` at ``path`` for iterations before ``before_iteration``
+        (a resume keeps what earlier sessions measured); ``[]`` when the file does not exist."""
+        import pandas as pd
+
+        if not Path(path).exists():
+            return []
+        prior = pd.read_csv(path)
+        return prior[prior["iteration"] < before_iteration].to_dict("records")
+
+
 def process_niceness(pid: int) -> int | None:
     """Niceness of process ``pid`` (``/proc/<pid>/stat``), None when unknown."""
     try:
@@ -255,6 +320,6 @@ def worker_niceness(info: list[dict]) -> int | None:
     return None
 
 
-__all__ = ["HOST_COLUMNS", "HostCpuMeter", "autogroup_enabled", "cpu_load_between", "host_busy_cpu_s", "host_cpu_times",
+__all__ = ["HOST_COLUMNS", "HostCpuMeter", "HostStealLog", "autogroup_enabled", "cpu_load_between", "host_busy_cpu_s", "host_cpu_times",
            "host_steal_cpu_s", "process_cpu_s",
            "process_niceness", "session_cpu_s", "usable_cpus", "worker_niceness"]

@@ -571,7 +571,6 @@ class RealRun:
                                   **self.status_common)
             raise
         self.metrics = prior_mt.to_dict("records") if prior_mt is not None else []
-        self.host_rows: list[dict] = []  # host.csv; a resume's earlier rows are read in _start_server
         self.test_acc = float(self.metrics[-1]["test_accuracy"]) if self.metrics else float("nan")
 
     def _start_workers(self, stack: contextlib.ExitStack) -> None:
@@ -616,7 +615,7 @@ class RealRun:
         the progress bar and the first machine-load reading."""
         from tqdm import tqdm
 
-        from gcsim.real.hostcpu import HostCpuMeter, host_cpu_times, host_steal_cpu_s, session_cpu_s, worker_niceness
+        from gcsim.real.hostcpu import HostCpuMeter, HostStealLog, host_cpu_times, session_cpu_s, worker_niceness
         from gcsim.real.model import num_parameters
 
         spec, opts, ck, pool = self.spec, self.opts, self.checkpoint_in, self.pool
@@ -640,13 +639,12 @@ class RealRun:
             if (self.run.path / "staleness.csv").exists():
                 prior_st = pd.read_csv(self.run.path / "staleness.csv")
                 ps.staleness_rows = prior_st[prior_st["iteration"] < self.start_it].to_dict("records")
-            if (self.run.path / "host.csv").exists():
-                prior_host = pd.read_csv(self.run.path / "host.csv")
-                self.host_rows = prior_host[prior_host["iteration"] < self.start_it].to_dict("records")
         self.bar = tqdm(total=spec.iterations, initial=self.start_it, desc=spec.scheme, unit="it",
                         disable=not self.progress, dynamic_ncols=True)
         self.cpu_before = (host_cpu_times(), time.process_time(), session_cpu_s())  # machine load while iterating
-        self.host_reading = (time.monotonic(), host_steal_cpu_s())  # host.csv: steal per iteration
+        # host.csv: steal per iteration (a resume keeps the earlier sessions' rows)
+        prior_host = [] if self.prior_it is None else HostStealLog.read_prior(self.run.path / "host.csv", self.start_it)
+        self.host_log = HostStealLog(prior_host)
 
     # ------------------------------------------------------------------ one iteration
     def step(self, it: int) -> None:
@@ -664,7 +662,7 @@ class RealRun:
         set_flat_grad(self.model, res.gradient)
         self.optimizer.step()
         row = ps.end_iteration()
-        self._record_host(it, row)
+        self.host_log.record(ps.label, it, row["end_s"])
         self.done = it + 1
         if np.isfinite(res.loss):
             self.loss_window.append(res.loss)
@@ -684,17 +682,6 @@ class RealRun:
             self.checkpoint(with_summary=last)
             self.run.write_status("running", iterations_done=self.done, dead_workers=self.dead_workers(),
                                   **self.status_common)
-
-    def _record_host(self, it: int, row: dict) -> None:
-        """One ``host.csv`` row (:data:`gcsim.real.hostcpu.HOST_COLUMNS`): the hypervisor's steal since
-        the previous reading, a measurement of the machine beside the iteration, never an input of it."""
-        from gcsim.real.hostcpu import host_steal_cpu_s
-
-        now = (time.monotonic(), host_steal_cpu_s())
-        (t0, s0), (t1, s1) = self.host_reading, now
-        self.host_rows.append({"scheme": self.ps.label, "iteration": it, "end_s": row["end_s"],
-                               "reading_wall_s": t1 - t0, "host_steal_cpu_s": s1 - s0})
-        self.host_reading = now
 
     def _finish_iterations(self) -> None:
         """After the last iteration: late replies drained, the machine load measured, the second probe."""
@@ -727,7 +714,6 @@ class RealRun:
     def write_traces(self, *, with_summary: bool) -> None:
         """iterations.csv, workers.csv, metrics.csv, staleness.csv, host.csv and (``with_summary``)
         summary.csv."""
-        from gcsim.real.hostcpu import HOST_COLUMNS
         from gcsim.trace import summarize
 
         ps = self.ps
@@ -735,7 +721,7 @@ class RealRun:
         summary = summarize(it_df, {ps.label: self.scheme.describe()}) if with_summary and len(it_df) else None
         self.run.write_traces(it_df, wk_df, summary, pd.DataFrame(self.metrics, columns=METRICS_COLUMNS))
         ps.staleness_frame().to_csv(self.run.path / "staleness.csv", index=False)  # gcsim.real.staleness
-        pd.DataFrame(self.host_rows, columns=HOST_COLUMNS).to_csv(self.run.path / "host.csv", index=False)
+        self.host_log.write(self.run.path / "host.csv")  # gcsim.real.hostcpu.HostStealLog
 
     def dead_workers(self) -> list[dict]:
         """Workers lost in earlier sessions and this one: ``{"worker", "iteration", "cause", "session", ...}``."""
