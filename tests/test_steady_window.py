@@ -12,12 +12,15 @@ import yaml
 from gcsim.cli import main
 from gcsim.compare.rundir import read_run_dir
 from gcsim.compare.scenario_file import calibrated_scenario
-from gcsim.compare.steady import BLOCK_ITERATIONS, restrict_to_steady, steady_window
+from gcsim.compare.steady import (ABS_TOLERANCE_CORES, BLOCK_ITERATIONS, block_scatter_cores, restrict_to_steady,
+                                  steady_window, tolerance_cores)
 from factories import make_trace, write_run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 #: a committed real run whose second half overlapped a simulation in another session (finding 18)
 DISTURBED = ROOT / "docs/validation/protocol-steal-2026-12-03/runs/real_expon/uncoded-a"
+#: the noisy-neighbour exponential pass's calibration run: a transient on top of the neighbour's core
+NEIGHBOUR = ROOT / "docs/validation/protocol-steal-2026-12-03/runs-noisy/real_expon/uncoded-a"
 WARMUP = 10
 
 
@@ -63,11 +66,46 @@ def test_a_steady_run_keeps_every_iteration_and_is_returned_as_is(tmp_path):
     assert restricted is run and notes == []
 
 
-def test_a_load_that_changed_throughout_keeps_everything_with_a_note(tmp_path):
-    run = _run_with_load(tmp_path, lambda i: 0.1 * 2.0 ** max(0, (i - WARMUP) // BLOCK_ITERATIONS))  # doubling
+def test_a_steady_part_too_short_keeps_everything_with_a_note(tmp_path):
+    # three quiet blocks, then a core taken for the remaining seven: fewer than a third would stay
+    run = _run_with_load(tmp_path, lambda i: 0.1 if i < WARMUP + 3 * BLOCK_ITERATIONS else 1.0)
     win = steady_window(run, "uncoded", WARMUP)
     assert win.dropped_iterations == () and len(win.kept_iterations) == 200
     assert "changed throughout the run" in win.note
+
+
+def test_beside_a_steady_neighbour_a_tenth_of_a_core_more_is_a_change(tmp_path):
+    """At a level of 1.07 cores (a neighbour holding a core) the old rule, max(0.15, 50 % of the level),
+    let +0.12 and +0.36 cores pass; the workers then got 0.53-0.70 cores instead of 0.89."""
+    extra = {5: 0.36, 6: 0.12}  # blocks after the warm-up, as in runs-noisy/real_expon/uncoded-a
+    run = _run_with_load(tmp_path, lambda i: 1.07 + extra.get(max(0, i - WARMUP) // BLOCK_ITERATIONS, 0.0)
+                         if i >= WARMUP else 1.07)
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == tuple(range(110, 150))
+    assert win.level_cores == pytest.approx(1.07)
+
+
+def test_a_load_that_wanders_by_itself_keeps_its_wandering(tmp_path):
+    """Other-process CPU that moves +-0.07 cores block to block around 1.3 (the same-session
+    neighbour's runs): no block is a change, though several lie more than 0.1 above the level."""
+    wander = [1.39, 1.27, 1.25, 1.36, 1.34, 1.27, 1.36, 1.33, 1.40, 1.27]  # protocol-noisy gc-cr's blocks
+    run = _run_with_load(tmp_path, lambda i: wander[max(0, i - WARMUP) // BLOCK_ITERATIONS] if i >= WARMUP
+                         else 1.3, iterations=WARMUP + 10 * BLOCK_ITERATIONS)
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.block_cores == pytest.approx(wander)
+    assert win.dropped_iterations == () and win.note == ""
+
+
+def test_tolerance_terms():
+    # absolute floor, share of what the run had left, and the run's own scatter
+    assert tolerance_cores(0.1, 2.0) == pytest.approx(0.19)  # 10 % of the 1.9 cores left
+    assert tolerance_cores(1.5, 2.0) == pytest.approx(ABS_TOLERANCE_CORES)  # 0.05 < floor
+    assert tolerance_cores(0.1, None) == pytest.approx(ABS_TOLERANCE_CORES)
+    assert tolerance_cores(1.0, 2.0, scatter_cores=0.2) == pytest.approx(3 * 0.2)
+    # a step moves two differences only: the scatter stays that of the steady blocks
+    steps = np.array([0.10, 0.11, 0.10, 0.11, 0.90, 0.91, 0.90, 0.10, 0.11, 0.10])
+    assert block_scatter_cores(steps) == pytest.approx(1.4826 * 0.01 / np.sqrt(2))
+    assert block_scatter_cores(np.array([0.3])) == 0.0
 
 
 def test_without_other_process_columns_nothing_is_judged(tmp_path):
@@ -89,6 +127,14 @@ def test_the_committed_disturbed_run_loses_its_second_half():
     win = steady_window(run, "uncoded", WARMUP)
     assert win.dropped_iterations == tuple(range(90, 200))
     assert max(win.block_cores[:4]) < 0.15 < 0.4 < min(win.block_cores[4:])
+
+
+def test_the_committed_neighbour_run_loses_its_transient():
+    """The noisy exponential pass's calibration run: 40 iterations at 1.19-1.43 cores against 1.07-1.08."""
+    run = read_run_dir(NEIGHBOUR)
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == tuple(range(110, 150))
+    assert "1.19–1.43 cores against 1.07–1.08" in win.note
 
 
 def test_calibrated_scenario_charges_the_steady_load_only():
