@@ -100,3 +100,12 @@ def test_observed_se_derived_from_the_mean_error_ci_of_older_tables():
 def test_mean_se():
     assert mean_se([1.0, 2.0, 3.0, 4.0]) == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
     assert math.isnan(mean_se([1.0]))
+
+
+def test_the_study_console_line_counts_the_resolved_pairs():
+    from gcsim.cli.study_cmd import _resolved_short
+
+    row = pd.Series({"resolved_pairs": 14, "concordant_resolved": 12, "discordant_resolved": 1, "tied_resolved": 1})
+    assert _resolved_short(row) == "12/14 in order, 1 wrong"
+    assert _resolved_short(pd.Series({"resolved_pairs": 0})) == "none"
+    assert _resolved_short(pd.Series({"kendall_tau": 1.0})) == "none"  # a summary from before the column

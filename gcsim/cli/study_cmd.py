@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from gcsim.cli.options import IntOption, command_line, field_default, model_option
 from gcsim.compare.pipeline import DEFAULT_WARMUP, CompareOptions
@@ -59,6 +60,15 @@ _HELP = f"""Measure every scheme on CIFAR-10, predict it with the simulator, com
     same command again to resume).
     """
 
+
+
+def _resolved_short(r) -> str:
+    """``"13/14 in order, 0 wrong"``: the pairs whose measured means differ by more than their noise that
+    the prediction orders as measured (the rank target, gcsim.study.protocol.resolved_rank_agreement)."""
+    n = int(r.resolved_pairs) if "resolved_pairs" in r and pd.notna(r.resolved_pairs) else 0
+    if not n:
+        return "none"
+    return f"{int(r.concordant_resolved)}/{n} in order, {int(r.discordant_resolved)} wrong"
 
 @click.command("study", help=_HELP)
 @click.argument("scenario", required=False, default=None, metavar="[SCENARIO]")
@@ -156,6 +166,6 @@ def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, 
     for _, r in result.summary.iterrows():
         click.echo(f"{r.model:>14} {r.comparison:<28} worst |mean err| {r.worst_abs_mean_err:6.1%}  "
                    f"worst |p95 err| {r.worst_abs_p95_err:6.1%}  tau {r.kendall_tau:+.2f}  "
-                   f"noise floor {r.noise_floor_mean_err:+.1%}")
+                   f"resolved pairs {_resolved_short(r)}  noise floor {r.noise_floor_mean_err:+.1%}")
     click.echo(f"wrote {result.files['protocol.md'].parent} (protocol.md, protocol.csv, protocol_summary.csv)")
     return 0
