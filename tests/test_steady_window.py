@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DISTURBED = ROOT / "docs/validation/protocol-steal-2026-12-03/runs/real_expon/uncoded-a"
 #: the noisy-neighbour exponential pass's calibration run: a transient on top of the neighbour's core
 NEIGHBOUR = ROOT / "docs/validation/protocol-steal-2026-12-03/runs-noisy/real_expon/uncoded-a"
+#: the Intel pass's exponential calibration run: five blocks at twice the run's level
+INTEL_QUIET = ROOT / "docs/validation/protocol-2026-12-02/runs/real_expon/uncoded-a"
 WARMUP = 10
 
 
@@ -97,11 +99,10 @@ def test_a_load_that_wanders_by_itself_keeps_its_wandering(tmp_path):
 
 
 def test_tolerance_terms():
-    # absolute floor, share of what the run had left, and the run's own scatter
-    assert tolerance_cores(0.1, 2.0) == pytest.approx(0.19)  # 10 % of the 1.9 cores left
-    assert tolerance_cores(1.5, 2.0) == pytest.approx(ABS_TOLERANCE_CORES)  # 0.05 < floor
-    assert tolerance_cores(0.1, None) == pytest.approx(ABS_TOLERANCE_CORES)
-    assert tolerance_cores(1.0, 2.0, scatter_cores=0.2) == pytest.approx(3 * 0.2)
+    # an absolute floor, or the run's own scatter where that is larger
+    assert tolerance_cores() == pytest.approx(ABS_TOLERANCE_CORES) == pytest.approx(0.1)
+    assert tolerance_cores(0.01) == pytest.approx(ABS_TOLERANCE_CORES)
+    assert tolerance_cores(0.2) == pytest.approx(3 * 0.2)
     # a step moves two differences only: the scatter stays that of the steady blocks
     steps = np.array([0.10, 0.11, 0.10, 0.11, 0.90, 0.91, 0.90, 0.10, 0.11, 0.10])
     assert block_scatter_cores(steps) == pytest.approx(1.4826 * 0.01 / np.sqrt(2))
@@ -135,6 +136,16 @@ def test_the_committed_neighbour_run_loses_its_transient():
     win = steady_window(run, "uncoded", WARMUP)
     assert win.dropped_iterations == tuple(range(110, 150))
     assert "1.19–1.43 cores against 1.07–1.08" in win.note
+
+
+def test_a_quiet_run_with_a_doubled_load_for_five_blocks_loses_them():
+    """The Intel pass's exponential uncoded-a (2026-12-02): 0.16-0.25 cores, 0.34-0.39 in five blocks.
+    A tolerance of a tenth of the CPU left (0.18 cores here) kept three of them and the pass's worst
+    error rose from 7.4 to 11.8 %: on a quiet machine the floor is 0.1 core."""
+    run = read_run_dir(INTEL_QUIET)
+    win = steady_window(run, "uncoded", WARMUP)
+    assert win.dropped_iterations == tuple(range(50, 150))
+    assert "0.34–0.39 cores" in win.note
 
 
 def test_calibrated_scenario_charges_the_steady_load_only():

@@ -14,14 +14,13 @@ The rule (:func:`steady_window`): after the warm-up, cut the run into blocks of
 cores (``other_cpu_wait_s + other_cpu_finish_s`` over the block's summed ``duration_s``;
 :mod:`gcsim.real.hostcpu`). The run's own level is the lower quartile of the blocks (the master and
 Ray cost the same in every block; a load that comes and goes only adds). Blocks more than
-:func:`tolerance_cores` above that level are left out: the largest of 0.1 core (the measurement's
-scatter), a tenth of the CPU the run had left (``cores - level``: a load that took more than that
-slowed CPU-bound work by up to a tenth) and three times the run's own block-to-block scatter (runs
-whose other-process CPU wanders by itself keep their wandering). The share term replaced "50 % of
-the level" (finding 19): beside a neighbour holding a core (level 1.07) that let +0.12 and +0.36
-cores pass, which cut the workers from 0.89 to 0.53-0.70 cores and made every coded scheme predicted
-from that run +10 ... +20 % too slow. On the 179 committed real runs of docs/validation the rule
-leaves out blocks in 16, each a visible transient. When fewer than
+:func:`tolerance_cores` above that level are left out: the larger of 0.1 core (the measurement's
+scatter on a quiet machine) and three times the run's own block-to-block scatter (runs whose
+other-process CPU wanders by itself keep their wandering). This replaced max(0.15 cores, 50 % of the
+level) (finding 19): beside a neighbour holding a core (level 1.07) that let +0.12 and +0.36 cores
+pass, which cut the workers from 0.89 to 0.53-0.70 cores and made every coded scheme predicted from
+that run +10 ... +20 % too slow. On the 196 committed real runs of docs/validation that measured it the rule
+leaves out blocks in 19, each a visible transient. When fewer than
 :data:`MIN_KEPT_FRACTION` of the blocks (or fewer than :data:`MIN_KEPT_BLOCKS`) would stay, the load
 changed throughout and every iteration is kept (with a note). The warm-up iterations are kept in the
 frames, so the warm-up rule downstream drops exactly the same ones.
@@ -39,15 +38,13 @@ import numpy as np
 import pandas as pd
 
 from gcsim.compare.rundir import RunDir
-from gcsim.compare.run_facts import recorded_cores
 from gcsim.errors import ConfigError
 
 #: iterations per block of the steadiness test
 BLOCK_ITERATIONS = 20
 #: a block is left out when its other-process CPU exceeds the run's level by more than
-#: max(ABS_TOLERANCE_CORES, SHARE_TOLERANCE x (cores - level), SCATTER_FACTOR x scatter): tolerance_cores
+#: max(ABS_TOLERANCE_CORES, SCATTER_FACTOR x the run's block-to-block scatter): tolerance_cores
 ABS_TOLERANCE_CORES = 0.1
-SHARE_TOLERANCE = 0.1
 SCATTER_FACTOR = 3.0
 #: at least this many blocks, and this fraction of them, must stay; else every iteration is kept
 MIN_KEPT_BLOCKS = 3
@@ -121,16 +118,12 @@ def block_scatter_cores(block_cores: np.ndarray) -> float:
     return float(1.4826 * np.median(d) / np.sqrt(2.0)) if d.size else 0.0
 
 
-def tolerance_cores(level_cores: float, machine_cores: float | None, scatter_cores: float = 0.0) -> float:
+def tolerance_cores(scatter_cores: float = 0.0) -> float:
     """How far above the run's level a block's other-process CPU may lie and still count as steady, in
-    cores: the largest of :data:`ABS_TOLERANCE_CORES`, :data:`SHARE_TOLERANCE` x (``machine_cores`` -
-    ``level_cores``) (a load that took more than that share of the CPU the run had left is a change of
-    machine) and :data:`SCATTER_FACTOR` x ``scatter_cores`` (:func:`block_scatter_cores`: runs whose
-    other-process CPU wanders by itself keep their wandering). ``machine_cores`` None: the share term
-    is left out."""
-    share = (SHARE_TOLERANCE * (float(machine_cores) - level_cores)
-             if machine_cores is not None and np.isfinite(machine_cores) else 0.0)
-    return max(ABS_TOLERANCE_CORES, share, SCATTER_FACTOR * float(scatter_cores))
+    cores: the larger of :data:`ABS_TOLERANCE_CORES` (the measurement's own scatter on a quiet machine)
+    and :data:`SCATTER_FACTOR` x ``scatter_cores`` (:func:`block_scatter_cores`: a run whose other-process
+    CPU wanders by itself keeps its wandering)."""
+    return max(ABS_TOLERANCE_CORES, SCATTER_FACTOR * float(scatter_cores))
 
 
 def steady_window(run: RunDir, scheme: str, warmup: int) -> SteadyWindow:
@@ -149,7 +142,7 @@ def steady_window(run: RunDir, scheme: str, warmup: int) -> SteadyWindow:
     if len(blocks) < MIN_KEPT_BLOCKS or not np.isfinite(cores).all():
         return SteadyWindow(every, (), tuple(cores), float("nan"), "")
     level = float(np.percentile(cores, 25))
-    limit = level + tolerance_cores(level, recorded_cores(run), block_scatter_cores(cores))
+    limit = level + tolerance_cores(block_scatter_cores(cores))
     keep = cores <= limit
     if keep.all():
         return SteadyWindow(every, (), tuple(cores), level, "")
@@ -225,5 +218,5 @@ def check_window(window: str) -> None:
 
 
 __all__ = ["ABS_TOLERANCE_CORES", "BLOCK_ITERATIONS", "CALIBRATION_WINDOWS", "MIN_KEPT_BLOCKS", "MIN_KEPT_FRACTION",
-           "SCATTER_FACTOR", "SHARE_TOLERANCE", "SteadyWindow", "block_other_cores", "block_scatter_cores",
+           "SCATTER_FACTOR", "SteadyWindow", "block_other_cores", "block_scatter_cores",
            "calibration_runs", "check_window", "restrict_to_steady", "steady_window", "tolerance_cores"]
