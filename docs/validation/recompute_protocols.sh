@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Recompute every committed cross-scheme protocol pass from its committed traces with the current code
+# (no run is repeated: `gcsim study` finds the complete runs under --runs-root and only re-compares).
+# Each pass's protocol.md / protocol.csv / protocol_summary.csv is replaced; line 3 of protocol.md says
+# when and why it was recomputed.  Usage, from the repository root:
+#     docs/validation/recompute_protocols.sh "<why: which change of the code>"
+# About 45 s of CPU per pass on a 2-vCPU VM (14 passes). Do not run it beside real runs or timed tests.
+set -euo pipefail
+why=${1:?say why the passes are recomputed}
+GCSIM=${GCSIM:-.venv/bin/gcsim}
+D=docs/validation
+# out dir | scenario (empty: both models from the runs) | runs root | extra options
+passes=(
+  "$D/protocol||$D/protocol/runs|"
+  "$D/protocol-2026-12-02||$D/protocol-2026-12-02/runs|"
+  "$D/protocol-2026-12-02b||$D/protocol-2026-12-02b/runs|"
+  "$D/protocol-noisy||$D/protocol-noisy/runs|--noisy-neighbour"
+  "$D/protocol-noisy-2026-12-02b||$D/protocol-noisy-2026-12-02b/runs|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-noisy-other-2026-12-02||$D/protocol-noisy-other-2026-12-02/runs|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-seed2-2026-12-03/real_default|$D/protocol-seed2-2026-12-03/scenarios/real_default.yaml|$D/protocol-seed2-2026-12-03/runs|"
+  "$D/protocol-seed2-2026-12-03/real_expon|$D/protocol-seed2-2026-12-03/scenarios/real_expon.yaml|$D/protocol-seed2-2026-12-03/runs|"
+  "$D/protocol-steal-2026-12-03/real_default|$D/protocol-steal-2026-12-03/scenarios/real_default.yaml|$D/protocol-steal-2026-12-03/runs|"
+  "$D/protocol-steal-2026-12-03/real_expon|$D/protocol-steal-2026-12-03/scenarios/real_expon.yaml|$D/protocol-steal-2026-12-03/runs|"
+  "$D/protocol-steal-2026-12-03/noisy_real_default|$D/protocol-steal-2026-12-03/scenarios/real_default.yaml|$D/protocol-steal-2026-12-03/runs-noisy|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-steal-2026-12-03/noisy_real_expon|$D/protocol-steal-2026-12-03/scenarios/real_expon.yaml|$D/protocol-steal-2026-12-03/runs-noisy|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-neighbour-2026-12-03/noisy_real_expon|$D/protocol-neighbour-2026-12-03/scenarios/real_expon.yaml|$D/protocol-neighbour-2026-12-03/runs-noisy|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-neighbour-2026-12-03/real_expon|$D/protocol-neighbour-2026-12-03/scenarios/real_expon.yaml|$D/protocol-neighbour-2026-12-03/runs|"
+)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for p in "${passes[@]}"; do
+  IFS='|' read -r out scenario runs extra <<<"$p"
+  echo "== $out" >&2
+  # shellcheck disable=SC2086
+  $GCSIM study $scenario --out "$tmp/out" --runs-root "$runs" --protocol cross-scheme $extra >"$tmp/log" 2>&1 \
+    || { cat "$tmp/log" >&2; exit 1; }
+  cmd="gcsim study ${scenario:+$scenario }--out OUT --runs-root $runs --protocol cross-scheme${extra:+ $extra}"
+  made=$(sed -n 3p "$out/protocol.md" | grep -o 'Traces made by `[^`]*`' || true)
+  line="Recomputed $(date -u +%Y-%m-%d) from the committed traces with the code of that day ($why): \`$cmd\`. $made.  "
+  awk -v line="$line" 'NR == 3 { print line; next } { print }' "$tmp/out/protocol.md" >"$out/protocol.md"
+  cp "$tmp/out/protocol.csv" "$tmp/out/protocol_summary.csv" "$out/"
+  rm -rf "$tmp/out"
+done
