@@ -432,3 +432,11 @@ def test_replay_rule_error_when_the_run_is_longer(work, capsys):
              work, capsys)
     _refused(["advise", "rp.yaml"], r"--iterations: expected at most 30 \(the replayed trace's iterations; "
                                     r"stragglers\.replay\.rule is error: .*\), got 1000$", work, capsys)
+
+
+def test_calibrate_a_run_directory_that_does_not_exist_or_is_a_file(work, capsys):
+    _refused(["calibrate", "nope", "--out", "c.yaml"], r"nope: expected a gcsim run directory, got a path that does not exist$",
+             work, capsys)
+    (work / "afile").write_text("x")
+    _refused(["calibrate", "afile", "--out", "c.yaml"], r"afile: expected a gcsim run directory, got a path that is not a directory$",
+             work, capsys)

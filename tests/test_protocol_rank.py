@@ -81,6 +81,10 @@ def test_summary_columns_and_the_rank_target():
     assert s.loc["unresolved", "kendall_tau"] == 1.0  # tau is kept as it was
     assert _resolved_text(s.loc["swapped"]) == "2 of 3 as measured, 1 wrong, 0 tied (gamma +0.33)"
     assert _resolved_text(s.loc["unresolved"]) == "none resolved"
+    assert s.loc["good", "meets_p95_target"] in (True, False)
+    # with a neighbour the p95 is not a target: neither met nor missed
+    noisy = summarize_protocol(table, "uncoded", noisy=True).set_index("comparison")
+    assert noisy["meets_p95_target"].isna().all()
 
 
 def test_observed_se_derived_from_the_mean_error_ci_of_older_tables():

@@ -44,6 +44,8 @@ def test_a_load_that_came_midway_is_left_out(tmp_path):
     assert win.level_cores == pytest.approx(0.1)
     assert len(win.block_cores) == 10 and win.block_cores[:4] == pytest.approx([0.1] * 4)
     assert "iterations 10–89; left out 90–199" in win.note and "1.00–1.00 cores against 0.10–0.10" in win.note
+    # the load was still there at the end: the note does not claim it went
+    assert "a load from iteration 90 to the end of the run" in win.note and "came and went" not in win.note
     restricted, notes = restrict_to_steady(run, WARMUP)
     assert notes == [win.note]
     assert restricted.iterations["iteration"].tolist() == list(range(90))
@@ -55,6 +57,7 @@ def test_a_load_that_left_midway_is_left_out_too(tmp_path):
     run = _run_with_load(tmp_path, lambda i: 0.9 if i < 50 else 0.2)
     win = steady_window(run, "uncoded", WARMUP)
     assert win.dropped_iterations == tuple(range(10, 50))  # blocks 10-29 and 30-49
+    assert "a load that came and went" in win.note
     assert win.level_cores == pytest.approx(0.2)
 
 
@@ -163,6 +166,9 @@ def test_cli_calibrate_window_and_its_errors(tmp_path, capsys):
     run = _run_with_load(tmp_path, lambda i: 0.1 if i < 90 else 1.0)
     assert main(["calibrate", str(run.path), "--out", str(tmp_path / "steady.yaml")]) == 0
     assert "left out 90–199" in (tmp_path / "steady.yaml").read_text()
+    # on a line of its own, not buried in the Notes
+    assert "# Calibration window (gcsim/compare/steady.py): run: calibrated on its steady part, iterations 10–89" \
+        in (tmp_path / "steady.yaml").read_text()
     assert "note: run: calibrated on its steady part, iterations 10–89; left out 90–199" in capsys.readouterr().err
     assert main(["calibrate", str(run.path), "--out", str(tmp_path / "all.yaml"), "--calibration-window", "all"]) == 0
     assert "left out" not in (tmp_path / "all.yaml").read_text()
@@ -194,3 +200,13 @@ def test_cli_compare_says_what_the_window_left_out(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "note: calib: calibrated on its steady part" in err
     assert "left out 90–199" in (tmp_path / "cmp" / "report.md").read_text()
+
+
+def test_the_written_file_says_when_the_background_fit_hit_its_cap(tmp_path):
+    """The neighbour run: even the measured background leaves the simulated workers more than their clocks
+    say they got (0.97 vs 0.89 cores); the file must not call the value fitted."""
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(NEIGHBOUR), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "the steady wait value is the MEASURED one: the fit to the workers' CPU clocks hit its cap" in text
+    assert "where their clocks say 0.892" in text and "FITTED, not copied" not in text

@@ -166,7 +166,8 @@ def read_run_dir(path: str | Path) -> RunDir:
     """
     run_dir = Path(path)
     if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: not a directory (expected a gcsim run directory)")
+        what = "a path that is not a directory" if run_dir.exists() else "a path that does not exist"
+        raise RunDirError(f"{run_dir}: expected a gcsim run directory, got {what}")
     status = _read_status(run_dir)  # before meta.json: a stopped real run has none, say why
     state = (status or {}).get("status")
     if not (run_dir / "meta.json").is_file() and state is not None and state != RunStatus.FINISHED:

@@ -5,9 +5,9 @@ run saw it, and every prediction made from it assumes that machine. When another
 part of the run only (another user's job, a test suite, a simulation started in another terminal), the
 calibration averages two machines – with and without that load – and predicts neither. Measured on
 the exponential protocol pass of 2026-12-03: a 40-s simulation in another session during the second
-half of ``uncoded-a`` (other processes' CPU 0.36–1.08 cores in its last six 20-iteration blocks, 0.10–0.13
-in the first four) made every coded scheme predicted from it +20 … +49 % too slow; calibrated on the
-first 90 iterations alone the same schemes were within +0.4 … +7.6 %.
+half of ``uncoded-a`` (other processes' CPU 0.46–1.09 cores in its last six 20-iteration blocks after the
+warm-up, 0.09–0.11 in the first four) made every coded scheme predicted from it +20 … +49 % too slow;
+calibrated on iterations 10–89 alone the same schemes were within +0.4 … +7.6 %.
 
 The rule (:func:`steady_window`): after the warm-up, cut the run into blocks of
 :data:`BLOCK_ITERATIONS` iterations and measure in each the CPU every process but the workers took, in
@@ -156,10 +156,16 @@ def steady_window(run: RunDir, scheme: str, warmup: int) -> SteadyWindow:
     dropped = sorted(i for (nums, _), k in zip(blocks, keep) if not k for i in nums)
     dropped_set = set(dropped)
     kept = tuple(i for i in every if i not in dropped_set)
+    if keep[-1]:
+        why = ("a load that came and went during the run; the prediction assumes the machine without it; "
+               "--calibration-window all keeps them")
+    else:  # the load was still there when the run ended: it may not have gone
+        start = next(nums[0] for (nums, _), k in zip(reversed(blocks), reversed(keep)) if k)
+        start = min(i for (nums, _), k in zip(blocks, keep) if not k for i in nums if i > start)
+        why = (f"a load from iteration {start} to the end of the run; the prediction assumes the machine without "
+               f"it: if that load is still there, calibrate with --calibration-window all, or on a new run")
     note = (f"{run.label}: calibrated on its steady part, iterations {_ranges([i for i in kept[warmup:]])}; left out "
-            f"{_ranges(dropped)}, where other processes took {span} cores against {rest} in the rest (a load "
-            f"that came and went during the run; the prediction assumes the machine without it; "
-            f"--calibration-window all keeps them)")
+            f"{_ranges(dropped)}, where other processes took {span} cores against {rest} in the rest ({why})")
     return SteadyWindow(kept, tuple(dropped), tuple(cores), level, note)
 
 
