@@ -98,7 +98,7 @@ def _resolved_short(r) -> str:
                    f"(SCENARIO, default {' and '.join(DEFAULT_MODELS)}) uncoded, every exact scheme and "
                    "ignore-stragglers, uncoded again; every scheme predicted out of sample from uncoded "
                    "(calibrated on its steady part, as gcsim compare --calibration-window steady, and on every "
-                   "iteration) and from gc-fr, with model checks and diagnostics beside. --out default {field_default(ProtocolOptions, 'out_dir')}, --runs-root default "
+                   f"iteration) and from gc-fr, with model checks and diagnostics beside. --out default {field_default(ProtocolOptions, 'out_dir')}, --runs-root default "
                    f"{field_default(ProtocolOptions, 'runs_root')}.")
 @click.option("--noisy-neighbour", is_flag=True, default=False,
               help="With --protocol: keep one core busy at normal priority during the runs (ended by PID).")
