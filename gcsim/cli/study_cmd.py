@@ -61,7 +61,6 @@ _HELP = f"""Measure every scheme on CIFAR-10, predict it with the simulator, com
     """
 
 
-
 def _resolved_short(r) -> str:
     """``"13/14 in order, 0 wrong"``: the pairs whose measured means differ by more than their noise that
     the prediction orders as measured (the rank target, gcsim.study.protocol.resolved_rank_agreement)."""
@@ -69,6 +68,7 @@ def _resolved_short(r) -> str:
     if not n:
         return "none"
     return f"{int(r.concordant_resolved)}/{n} in order, {int(r.discordant_resolved)} wrong"
+
 
 @click.command("study", help=_HELP)
 @click.argument("scenario", required=False, default=None, metavar="[SCENARIO]")
@@ -98,7 +98,8 @@ def _resolved_short(r) -> str:
                    f"(SCENARIO, default {' and '.join(DEFAULT_MODELS)}) uncoded, every exact scheme and "
                    "ignore-stragglers, uncoded again; every scheme predicted out of sample from uncoded "
                    "(calibrated on its steady part, as gcsim compare --calibration-window steady, and on every "
-                   f"iteration) and from gc-fr, with model checks and diagnostics beside. --out default {field_default(ProtocolOptions, 'out_dir')}, --runs-root default "
+                   "iteration) and from gc-fr, with model checks and diagnostics beside. "
+                   f"--out default {field_default(ProtocolOptions, 'out_dir')}, --runs-root default "
                    f"{field_default(ProtocolOptions, 'runs_root')}.")
 @click.option("--noisy-neighbour", is_flag=True, default=False,
               help="With --protocol: keep one core busy at normal priority during the runs (ended by PID).")

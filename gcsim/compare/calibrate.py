@@ -109,6 +109,10 @@ class Calibration:
             CPU-seconds on an idle core.
         overhead_values_s: per-call overhead CPU-seconds (empty: none modelled).
         cancel_granularity: ``"partition"`` for real runs (see module docstring), else ``"immediate"``.
+        window_notes: what the steady calibration window left out (:mod:`gcsim.compare.steady`; also in
+            ``notes``), set by :meth:`with_window_notes`.
+        background_fit: the :class:`gcsim.compare.worker_share.BackgroundFit` behind
+            ``background_wait_cores`` when it was fitted to one run's workers' CPU clocks, else None.
     """
 
     source: tuple[str, ...]
@@ -128,6 +132,17 @@ class Calibration:
     background_finish_cores: float | None = None
     background_per_iteration_cpu_s: float | None = None
     background_per_payload_byte_cpu_s: float | None = None
+    window_notes: tuple[str, ...] = ()
+    background_fit: object | None = None
+
+    def with_window_notes(self, notes: Sequence[str]) -> "Calibration":
+        """This calibration with the steady window's ``notes`` recorded (in ``notes`` and ``window_notes``)."""
+        if not notes:
+            return self
+        import dataclasses
+
+        return dataclasses.replace(self, notes=tuple(self.notes) + tuple(notes),
+                                   window_notes=tuple(self.window_notes) + tuple(notes))
 
     def background_spec(self) -> dict | None:
         """``workload.background`` of the scenario: steady ``wait`` / ``finish`` cores and the

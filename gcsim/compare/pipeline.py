@@ -492,8 +492,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         sources, window_notes = calibration_runs(sources, options.calibration_window, w_src)
         shared = calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
         shared = _fit_background(sources, shared, options, w_src, simulate)
-        if window_notes:
-            shared = dataclasses.replace(shared, notes=tuple(shared.notes) + tuple(window_notes))
+        shared = shared.with_window_notes(window_notes)
         calibrations["+".join(shared.source)] = shared
     predicting = (sources is not None and options.speed_drift != "none" and options.cpu_source == "measured"
                   and options.mode == "scenario" and options.speed_from != "target")

@@ -17,9 +17,7 @@ say so.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
@@ -103,11 +101,10 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
     runs, window_notes = calibration_runs(runs, window, w)
     run = runs[0]
     cal = calibrate(runs, warmup=w, use_measured_cpu=measured)
-    if window_notes:
-        cal = dataclasses.replace(cal, notes=tuple(cal.notes) + tuple(window_notes))
-        for note in window_notes:
-            if on_note is not None:
-                on_note(note)
+    cal = cal.with_window_notes(window_notes)
+    for note in window_notes:
+        if on_note is not None:
+            on_note(note)
     if background == "fitted" and measured:
         from gcsim.compare.worker_share import fit_pooled_background
 
@@ -163,11 +160,6 @@ def _probe_lines(runs: list[RunDir]) -> list[str]:
             "    on a machine (or day) whose probe differs, scale workload.compute by new probe / this one"]
 
 
-def _is_window_note(note: str) -> bool:
-    """Whether ``note`` is one of the steady window's (:func:`gcsim.compare.steady.steady_window`)."""
-    return ": calibrated on its steady part, iterations " in note or "no steady part long enough" in note
-
-
 def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
     d = cal.describe()
     run = runs[0]
@@ -196,14 +188,12 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
                      f"{(d['background_per_iteration_cpu_s'] or 0.0) * 1e3:.1f} ms of CPU per iteration plus a "
                      f"steady {d['background_wait_cores']:.3f} cores while the master waited, {fin:.3f} while it "
                      f"decoded and stepped")
-        capped = [n for n in d["notes"] if "fitted to the workers' CPU" in n and "the fit is capped there" in n]
-        if capped:
-            got = re.search(r"got ([0-9.]+) of .*?the simulation gives ([0-9.]+)", capped[0])
+        fit = cal.background_fit
+        if fit is not None and fit.capped:
             lines.append("    the steady wait value is the MEASURED one: the fit to the workers' CPU clocks hit its cap "
-                         "(other processes cannot take more than they used)"
-                         + (f", and a simulation of the calibration run still gives its workers {got.group(2)} cores "
-                            f"where their clocks say {got.group(1)}: CPU-bound schemes may come out too fast by up to "
-                            f"that ratio" if got else ""))
+                         "(other processes cannot take more than they used), and a simulation of the calibration run "
+                         f"still gives its workers {fit.simulated_worker_cores:.3f} cores where their clocks say "
+                         f"{fit.observed_worker_cores:.3f}: CPU-bound schemes may come out too fast by up to that ratio")
         elif any("fitted to the workers' CPU" in n for n in d["notes"]):
             lines.append("    the steady wait value is FITTED, not copied: the one for which a simulation of the "
                          "calibration run(s) gives its workers the cores their CPU clocks say they got (Notes give "
@@ -217,8 +207,8 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         f"  network.dispatch: model broadcast lag per worker, mean {d['dispatch_mean_s'] * 1e3:.2f} ms",
         f"  network.latency_s / bandwidth_bytes_per_s: gradient transfer, mean {d['transfer_mean_s'] * 1e3:.2f} ms",
         f"  master.decode_s: decode + optimizer step, mean {d['master_overhead_mean_s'] * 1e3:.2f} ms",
-        *(f"Calibration window (gcsim/compare/steady.py): {n}" for n in d["notes"] if _is_window_note(n)),
-        "Notes: " + ("; ".join(n for n in d["notes"] if not _is_window_note(n)) or "none"),
+        *(f"Calibration window (gcsim/compare/steady.py): {n}" for n in cal.window_notes),
+        "Notes: " + ("; ".join(n for n in d["notes"] if n not in cal.window_notes) or "none"),
         "",
         "Edit schemes, stragglers or iterations and run: gcsim simulate <this file>.",
         f"Changing n_workers keeps the per-partition compute of this run (global batch split into "

@@ -160,8 +160,8 @@ def steady_window(run: RunDir, scheme: str, warmup: int) -> SteadyWindow:
         why = ("a load that came and went during the run; the prediction assumes the machine without it; "
                "--calibration-window all keeps them")
     else:  # the load was still there when the run ended: it may not have gone
-        start = next(nums[0] for (nums, _), k in zip(reversed(blocks), reversed(keep)) if k)
-        start = min(i for (nums, _), k in zip(blocks, keep) if not k for i in nums if i > start)
+        last_kept = int(np.flatnonzero(keep)[-1])
+        start = blocks[last_kept + 1][0][0]  # first iteration of the dropped stretch that reaches the end
         why = (f"a load from iteration {start} to the end of the run; the prediction assumes the machine without "
                f"it: if that load is still there, calibrate with --calibration-window all, or on a new run")
     note = (f"{run.label}: calibrated on its steady part, iterations {_ranges([i for i in kept[warmup:]])}; left out "

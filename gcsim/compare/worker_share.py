@@ -86,12 +86,15 @@ class BackgroundFit:
         simulated_worker_cores: the same of its simulation with the fitted background.
         measured_wait_cores: the steady wait background as measured (other-process CPU while waiting).
         fitted_wait_cores: the fitted one (cores), ``<=`` what the search allowed.
+        capped: the fit stopped at its cap (the measured other-process CPU): the simulated workers still
+            get more than ``observed_worker_cores``.
     """
 
     observed_worker_cores: float
     simulated_worker_cores: float
     measured_wait_cores: float
     fitted_wait_cores: float
+    capped: bool = False
 
 
 def fit_steady_background(run, scheme: str, calibration, *, warmup: int = 0,
@@ -150,15 +153,16 @@ def fit_steady_background(run, scheme: str, calibration, *, warmup: int = 0,
         else:  # simulated worker cores fall as the background grows: Brent's method on the bracket
             best = float(brentq(lambda b: sim_cores(b) - observed, lo, hi, xtol=FIT_XTOL_CORES, maxiter=40))
             c_best = sim_cores(best)
-    fit = BackgroundFit(observed, c_best, measured, best)
     capped = best >= hi and hi < float(calibration.cores)
+    fit = BackgroundFit(observed, c_best, measured, best, capped)
     note = (f"steady background while waiting fitted to the workers' CPU: their clocks say they got "
             f"{observed:.3f} of {calibration.cores:g} cores while computing; the simulation gives "
             f"{c_best:.3f} with {best:.3f} cores of steady background (measured other-process CPU while "
             f"waiting: {measured:.3f} cores; "
             + ("the fit is capped there: other processes cannot take more than they used)" if capped
                else "the difference ran on cycles the workers left idle)"))
-    cal = dataclasses.replace(calibration, background_wait_cores=best, notes=tuple(calibration.notes) + (note,))
+    cal = dataclasses.replace(calibration, background_wait_cores=best, notes=tuple(calibration.notes) + (note,),
+                              background_fit=fit)
     return cal, fit
 
 
@@ -195,7 +199,8 @@ def fit_pooled_background(runs, calibration, *, warmup: int = 0, simulate: Calla
             + "; ".join(f"{r.label}: {f.observed_worker_cores:.3f} -> {f.fitted_wait_cores:.3f}, "
                         f"{f.measured_wait_cores:.3f}" for r, (_, f) in zip(runs, fits) if f is not None)
             + f" cores) and averaged: {mean:.3f} cores")
-    return dataclasses.replace(calibration, background_wait_cores=mean, notes=tuple(calibration.notes) + (note,))
+    return dataclasses.replace(calibration, background_wait_cores=mean, notes=tuple(calibration.notes) + (note,),
+                               background_fit=None)  # one fit per run; the note gives them
 
 
 __all__ = ["BackgroundFit", "FIT_XTOL_CORES", "fit_pooled_background", "fit_steady_background", "worker_cores"]
