@@ -110,6 +110,27 @@ def test_one_run_predicts_the_difference_of_two_run_speeds(tmp_path):
     assert calibration_speed_cv([a], 2) == pytest.approx(within * np.sqrt(2.0), rel=1e-6)
 
 
+def test_a_drift_measured_on_few_blocks_takes_students_t(tmp_path):
+    # 60 iterations, warm-up 2: three 20-iteration blocks, two degrees of freedom; the measured drift's
+    # interval is wider than a given drift's of the same size by t(0.975, 2) / z(0.975)
+    from scipy import stats
+
+    from gcsim.compare.pipeline import calibration_speed_dof, drift_half_width
+
+    a = _with_block_speeds(_run(tmp_path, "a", C, [{"name": "uncoded"}]), [1.0, 1.1, 1.2])
+    b = _run(tmp_path, "b", C, [{"name": "uncoded"}])
+    assert calibration_speed_dof([a], 2) == 2.0 and calibration_speed_dof([a, b], 2) == 4.0
+    tgt = _run(tmp_path, "tgt", C, [{"name": "gc-fr", "s": 1}])
+    opts = CompareOptions(replications=1, warmup=2, cpu_source="measured", n_resamples=200)
+    cal = compare_runs([(tgt, ["gc-fr"])], calibrate_from=a, options=opts).items[0].calibration
+    known = drift_half_width(tgt, "gc-fr", cal, opts, 0.05, 2)
+    measured = drift_half_width(tgt, "gc-fr", cal, opts, 0.05, 2, dof=2.0)
+    assert measured == pytest.approx(known * stats.t.ppf(0.975, 2) / stats.norm.ppf(0.975), rel=1e-9)
+    auto = compare_runs([(tgt, ["gc-fr"])], calibrate_from=a, options=opts).table().iloc[0]
+    sigma = auto["speed_cv"]
+    assert auto["err_mean_drift"] == pytest.approx(drift_half_width(tgt, "gc-fr", cal, opts, sigma, 2, dof=2.0), rel=1e-9)
+
+
 def test_pooled_calibration_averages_the_spread_within_and_between_runs(tmp_path):
     a = _run(tmp_path, "a", C, [{"name": "uncoded"}])
     b = _run(tmp_path, "b", 1.1 * C, [{"name": "uncoded"}])

@@ -102,6 +102,11 @@ def _choice_options(command):
               "(validation.csv err_mean_pi_lo/hi, pi_covers); auto = how far a new run's speed may lie from "
               "the calibration's, sigma_run x sqrt(1 + 1/R) for R calibration runs, sigma_run measured "
               "within each run (and between them when several are given).")
+@click.option("--control-variate/--no-control-variate", "control_variate", default=True, show_default=True,
+              help="Scenario mode: also estimate each mean error in expectation, the luck of the run's own "
+                   "straggler draws removed by a control variate (the run's draws replayed through the same "
+                   "calibration; validation.csv err_mean_cv, err_mean_cv_lo/hi, cv_beta; one more simulation "
+                   "per scheme).")
 @_option("--bootstrap", "n_resamples", field="n_resamples", type=int,
          help="Bootstrap resamples per confidence interval.")
 @_option("--seed", field="seed", type=IntOption(0, 2**32 - 1),
@@ -110,8 +115,8 @@ def _choice_options(command):
               help=f"Output directory (default {DEFAULT_COMPARE_ROOT}/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
-            load_from, speed_from, background, calibration_window, speed_drift, n_resamples, seed, out_dir,
-            progress):
+            load_from, speed_from, background, calibration_window, speed_drift, control_variate, n_resamples, seed,
+            out_dir, progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -142,7 +147,8 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
                              load_from=load_from, speed_from=speed_from, background=background,
-                             speed_drift=_speed_drift(speed_drift), calibration_window=calibration_window)
+                             speed_drift=_speed_drift(speed_drift), calibration_window=calibration_window,
+                             control_variate=control_variate)
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:

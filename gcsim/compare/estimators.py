@@ -347,7 +347,7 @@ def background_cores(iterations: pd.DataFrame) -> tuple[float | None, float | No
 
 __all__ = ["BANDWIDTH_THRESHOLD_BYTES", "KM_POINTS", "TransferFit", "background_cores", "compute_distribution",
            "dispatch_lags", "fit_transfer", "match_partition_spread", "measured_cpu", "per_partition_compute",
-           "split_idle_cpu", "worker_idle_s"]
+           "speed_block_medians", "split_idle_cpu", "worker_idle_s"]
 
 
 #: iterations per block of :func:`speed_drift_cv` (about 8-20 s of a real run at 0.4-1 s per iteration)
@@ -377,17 +377,24 @@ def speed_drift_cv(workers: pd.DataFrame, warmup: int = 0, block: int = DRIFT_BL
         the CV (e.g. 0.05 for 5 %); NaN when the trace has no CPU clocks or fewer than
         :data:`DRIFT_MIN_BLOCKS` blocks hold a finished row.
     """
-    if "compute_cpu_s" not in workers or len(workers) == 0:
+    medians = speed_block_medians(workers, warmup, block)
+    if medians.size < DRIFT_MIN_BLOCKS or not np.mean(medians) > 0:
         return float("nan")
+    return float(np.std(medians, ddof=1) / np.mean(medians))
+
+
+def speed_block_medians(workers: pd.DataFrame, warmup: int = 0, block: int = DRIFT_BLOCK_ITERATIONS) -> np.ndarray:
+    """float ``(B,)``: the median CPU-seconds per partition of each block of ``block`` iterations after
+    ``warmup`` that holds a finished row (what :func:`speed_drift_cv` spreads; ``B - 1`` is the degrees
+    of freedom of that spread); empty without CPU clocks."""
+    if "compute_cpu_s" not in workers or len(workers) == 0:
+        return np.zeros(0)
     it = pd.to_numeric(workers["iteration"], errors="coerce").to_numpy(float)
     cpu = pd.to_numeric(workers["compute_cpu_s"], errors="coerce").to_numpy(float)
     parts = pd.to_numeric(workers["n_partitions"], errors="coerce").to_numpy(float)
     done = workers["status"].astype(str).isin(_COMPLETED).to_numpy()
     ok = done & (it >= warmup) & np.isfinite(cpu) & (cpu > 0) & np.isfinite(parts) & (parts > 0)
     if not ok.any():
-        return float("nan")
+        return np.zeros(0)
     per = pd.Series(cpu[ok] / parts[ok])
-    medians = per.groupby(((it[ok] - warmup) // max(int(block), 1)).astype(int)).median().to_numpy(float)
-    if medians.size < DRIFT_MIN_BLOCKS or not np.mean(medians) > 0:
-        return float("nan")
-    return float(np.std(medians, ddof=1) / np.mean(medians))
+    return per.groupby(((it[ok] - warmup) // max(int(block), 1)).astype(int)).median().to_numpy(float)

@@ -24,7 +24,8 @@ from scipy import stats
 from tqdm import tqdm
 
 from gcsim.compare.calibrate import Calibration, calibrate
-from gcsim.compare.estimators import background_cores, speed_drift_cv
+from gcsim.compare.control_variate import ControlVariateError, control_variate_error
+from gcsim.compare.estimators import background_cores, speed_block_medians, speed_drift_cv
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import build_scenario
@@ -113,6 +114,9 @@ class CompareOptions:
             calibration runs' steady part, leaving out blocks of iterations during which another
             load came and went (:mod:`gcsim.compare.steady`; a note says what was left out);
             ``"all"`` – every iteration after the warm-up.
+        control_variate: scenario mode only: also estimate each prediction's mean error *in
+            expectation*, the luck of the target run's straggler draws removed by a control variate
+            (:mod:`gcsim.compare.control_variate`; one more simulation per target, replaying its draws).
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -130,6 +134,7 @@ class CompareOptions:
     background: Literal["fitted", "measured"] = "fitted"
     speed_drift: float | str = "auto"
     calibration_window: Literal["steady", "all"] = "steady"
+    control_variate: bool = True
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -171,6 +176,8 @@ class SchemeComparison:
         speed_cv: the calibration runs' CPU-speed drift (:func:`calibration_speed_cv`), NaN when no
             prediction interval was made; drift_half_width: its share of the mean error's
             prediction interval (:func:`drift_half_width`), NaN likewise.
+        expectation: the mean error in expectation (:func:`expectation_error`); all NaN in paired mode,
+            without ``options.control_variate``, or when the run's recorded delays are not gcsim's draws.
     """
 
     run: RunDir
@@ -189,6 +196,7 @@ class SchemeComparison:
     speed_from: str = "calibration"
     speed_cv: float = float("nan")
     drift_half_width: float = float("nan")
+    expectation: ControlVariateError = field(default_factory=ControlVariateError.missing)
 
     def observed_sample(self) -> np.ndarray:
         """Observed iteration times after warm-up, seconds ``(N,)``."""
@@ -210,6 +218,9 @@ class SchemeComparison:
                "replications": int(self.simulated_iterations["replication"].nunique()), "warmup": self.warmup}
         out.update(self.comparison.as_row())
         out.update(prediction_interval(out["err_mean"], out["err_mean_lo"], out["err_mean_hi"], self.drift_half_width))
+        out.update(self.expectation.as_row())
+        out.update({f"{k}_cv": v for k, v in prediction_interval(
+            self.expectation.value, self.expectation.lo, self.expectation.hi, self.drift_half_width).items()})
         out["speed_cv"] = self.speed_cv
         out.update(verdict=self.verdict.verdict, reason=self.verdict.reason)
         return out
@@ -415,16 +426,31 @@ def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
     return float(sigma_run * np.sqrt(1.0 + 1.0 / runs))
 
 
+def calibration_speed_dof(sources: Sequence[RunDir], warmup: int) -> float:
+    """Degrees of freedom of :func:`calibration_speed_cv`'s estimate: the blocks its within-run spreads
+    were taken over, less one per run and scheme (``Σ (B_r − 1)``, :func:`speed_block_medians`); with
+    seven 20-iteration blocks (a 150-iteration run) 6, so a 95 % interval takes Student's t quantile
+    2.45 instead of the normal 1.96 (the drift is estimated, not known). ``inf`` when no run has blocks."""
+    dof = 0
+    for src in sources:
+        for sch in src.schemes:
+            b = speed_block_medians(src.workers_of(sch), warmup).size
+            dof += max(b - 1, 0)
+    return float(dof) if dof > 0 else float("inf")
+
+
 def drift_half_width(run: RunDir, scheme: str, calibration: Calibration, options: CompareOptions, sigma: float,
-                     warmup: int, simulate: Callable | None = None) -> float:
+                     warmup: int, simulate: Callable | None = None, dof: float = float("inf")) -> float:
     """Half-width, in units of the relative mean error, that a CPU-speed drift of ``sigma`` (a
     fraction, one standard deviation) adds to a prediction of ``(run, scheme)``.
 
     The scenario is simulated with the calibrated CPU work per partition scaled by ``1 - sigma`` and
     ``1 + sigma`` (replication 0's seed: common random numbers, so only the speed differs), and the
-    half-width is ``z × (mean(1+σ) − mean(1−σ)) / 2 / observed mean``, ``z`` the normal quantile of
-    ``options.confidence`` (a first-order propagation of the speed's uncertainty through the model:
-    the delta method, e.g. Law & Kelton, *Simulation Modeling and Analysis*, input-uncertainty).
+    half-width is ``z × (mean(1+σ) − mean(1−σ)) / 2 / observed mean``, ``z`` the quantile of
+    ``options.confidence`` of Student's t with ``dof`` degrees of freedom (the normal one for
+    ``dof = inf``, a σ given, not estimated; :func:`calibration_speed_dof` for a σ measured on a few
+    blocks) (a first-order propagation of the speed's uncertainty through the model: the delta method,
+    e.g. Law & Kelton, *Simulation Modeling and Analysis*, input-uncertainty).
 
     Returns:
         the half-width (>= 0); 0.0 when ``sigma`` is 0 (nothing drifted); NaN when ``sigma`` is not a
@@ -441,8 +467,43 @@ def drift_half_width(run: RunDir, scheme: str, calibration: Calibration, options
         its, _ = simulate_like(run, scheme, cal, one, simulate)
         means.append(float(drop_warmup(its, warmup)["duration_s"].mean()))
     obs_mean = float(drop_warmup(run.iterations_of(scheme), warmup)["duration_s"].mean())
-    z = float(stats.norm.ppf(0.5 + options.confidence / 2.0))
+    q = 0.5 + options.confidence / 2.0
+    z = float(stats.norm.ppf(q) if not np.isfinite(dof) else stats.t.ppf(q, max(float(dof), 1.0)))
     return abs(z * (means[1] - means[0]) / 2.0 / obs_mean)
+
+
+def expectation_error(run: RunDir, scheme: str, calibration: Calibration, options: CompareOptions,
+                      observed: pd.DataFrame, simulated_s: np.ndarray, warmup: int, simulate: Callable | None = None,
+                      *, seed: int = 0) -> ControlVariateError:
+    """The mean error of a scenario-mode prediction *in expectation*: the luck of the target run's own
+    straggler draws removed with a control variate (:mod:`gcsim.compare.control_variate`).
+
+    The control is one more simulation with the prediction's calibration and the run's own seed, i.e.
+    its recorded straggler draws replayed (the same scenario as the prediction's replications but for
+    the seed, so its expectation is the prediction's).
+
+    Args:
+        run, scheme: the target. calibration: the prediction's. observed: the target's iterations rows
+            after ``warmup``. simulated_s: ``(M,)`` the prediction's iteration times after warm-up, seconds.
+    Returns:
+        :class:`ControlVariateError`; all NaN when the run's recorded ``delay_s`` are not the replayed
+        draws (:func:`check_replay`: a run not driven by gcsim's keyed straggler streams) or the replay
+        lacks an observed iteration.
+    """
+    simulate = simulate or _default_simulate()
+    n_it = int(run.iterations_of(scheme)["iteration"].max()) + 1
+    res = simulate(build_scenario(run, scheme, calibration), iterations=n_it, progress=False)
+    try:
+        check_replay(run.workers_of(scheme), res.workers[res.workers["scheme"].astype(str) == scheme], run.label)
+    except ConfigError:
+        return ControlVariateError.missing()
+    its = res.iterations
+    replay = (drop_warmup(its[its["scheme"].astype(str) == scheme], warmup)
+              .set_index("iteration")["duration_s"].reindex(observed["iteration"].to_numpy()).to_numpy(float))
+    if not np.all(np.isfinite(replay)):
+        return ControlVariateError.missing()
+    return control_variate_error(observed["duration_s"].to_numpy(float), replay, simulated_s,
+                                 confidence=options.confidence, n_resamples=options.n_resamples, seed=seed)
 
 
 def prediction_interval(err: float, lo: float, hi: float, drift: float) -> dict:
@@ -496,10 +557,12 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         calibrations["+".join(shared.source)] = shared
     predicting = (sources is not None and options.speed_drift != "none" and options.cpu_source == "measured"
                   and options.mode == "scenario" and options.speed_from != "target")
-    sigma = float("nan")
+    sigma, dof = float("nan"), float("inf")
     if predicting:
         sigma = (calibration_speed_cv(sources, w_src) if options.speed_drift == "auto"
                  else float(options.speed_drift))
+        if options.speed_drift == "auto":
+            dof = calibration_speed_dof(sources, w_src)
     work = [(run, sch) for run, schemes in targets for sch in schemes]
     counts = pd.Series([sch for _, sch in work]).value_counts()
     items: list[SchemeComparison] = []
@@ -540,14 +603,17 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             cmp = compare_samples(obs["duration_s"].to_numpy(float), sim_sample, paired=options.mode == "paired",
                                   confidence=options.confidence, n_resamples=options.n_resamples,
                                   seed=options.seed + k)
-            drift = drift_half_width(run, sch, cal, options, sigma, w, simulate) if predicting else float("nan")
+            drift = drift_half_width(run, sch, cal, options, sigma, w, simulate, dof) if predicting else float("nan")
+            expectation = (expectation_error(run, sch, cal, options, obs, sim_sample, w, simulate, seed=options.seed + k)
+                           if options.mode == "scenario" and options.control_variate else ControlVariateError.missing())
             label = sch if counts[sch] == 1 else f"{sch} ({run.label})"
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
                                           verdict=judge(cmp, options.bands), mode=options.mode,
                                           load_from=options.load_from, speed_from=options.speed_from,
-                                          speed_cv=sigma if predicting else float("nan"), drift_half_width=drift))
+                                          speed_cv=sigma if predicting else float("nan"), drift_half_width=drift,
+                                          expectation=expectation))
             bar.update(1)
     finally:
         bar.close()
@@ -559,5 +625,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                          window_notes=tuple(window_notes))
 
 
-__all__ = ["calibration_speed_cv", "default_warmup", "drift_half_width", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

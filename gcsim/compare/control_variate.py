@@ -1,0 +1,140 @@
+"""The mean error of a prediction *in expectation*: the luck of one run's straggler draws removed with a
+control variate.
+
+A prediction simulates fresh straggler draws (many iterations, several replications) and estimates the
+scheme's expected iteration time ``E_f``. The run it is scored on drew its own stragglers once: its
+mean ``ȳ`` of ``N`` iterations carries the luck of those draws. With bimodal stragglers (a 1 s delay
+with probability 0.1) that luck is ±10-15 % at N = 140, so a raw mean error cannot judge a ±5 % band
+without thousands of iterations (docs/validation/README.md, finding 20).
+
+The run's draws are known: gcsim's keyed straggler streams reproduce them from the run's seed
+(:mod:`gcsim.stragglers`). Replaying them through the *same* calibrated model (calibrated on another
+run, nothing fitted to the target) gives a control ``C_i`` per iteration, a function of the draws only,
+whose expectation is the prediction itself, ``E[C] = E_f`` (the replay and the fresh simulations differ
+only in the seed). The control-variate estimator of the run's expected iteration time is
+
+    ŷ_cv = ȳ − β (C̄ − E_f),    β = cov(y, C) / var(C)  (fitted on the target's (y_i, C_i) pairs),
+
+unbiased for ``E[y]`` whatever the model (Lavenberg & Welch, "A perspective on the use of control
+variables to increase the efficiency of Monte Carlo simulations", Management Science 27(3), 1981;
+Nelson, "Control variate remedies", Operations Research 38(6), 1990; Law & Kelton, *Simulation
+Modeling and Analysis*, §11.4), with variance ``(1 − ρ²)·var(y)/N`` for the correlation ``ρ`` of
+``y`` and ``C``. The error in expectation is ``E_f / ŷ_cv − 1``: the same quantity the raw mean error
+``E_f / ȳ − 1`` estimates, with the draws' luck taken out. ``β`` is itself a check: it is 1 when the
+model's iteration time moves with the draws as the measured one does.
+
+This is not the model check (``--mode paired``, ``E_f`` replaced by ``C̄``): the prediction stays the
+fresh-draw simulation, and ``β`` is fitted, so a model that responds wrongly to the draws does not
+bias the estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: fewest (observed, control) pairs the estimator is computed from
+MIN_PAIRS = 10
+#: a control whose standard deviation is below this fraction of its mean magnitude does not vary (float
+#: rounding of a deterministic run): no estimate
+_FLAT = 1e-9
+#: bootstrap resamples computed at once
+_CHUNK = 250
+
+
+@dataclass(frozen=True)
+class ControlVariateError:
+    """The mean error in expectation (:mod:`gcsim.compare.control_variate`).
+
+    Attributes:
+        value: ``E_f / ŷ_cv − 1`` (dimensionless, 0.05 = +5 %); NaN when it could not be computed.
+        lo, hi: its bootstrap percentile confidence interval (the pairs ``(y_i, C_i)`` resampled, ``β``
+            refitted in each resample; the simulated mean drawn from its normal law, independently).
+        beta: the fitted control coefficient ``cov(y, C) / var(C)``.
+        rho: the correlation of the observed and replayed iteration times (the variance of the mean falls
+            by ``1 − ρ²``); NaN when the observed times do not vary.
+        observed_mean_s: ``ŷ_cv``, the run's expected iteration time, seconds.
+    """
+
+    value: float
+    lo: float
+    hi: float
+    beta: float
+    rho: float
+    observed_mean_s: float
+
+    @staticmethod
+    def missing() -> "ControlVariateError":
+        """All NaN: no replay of the target's draws (a run whose recorded delays are not gcsim's draws)."""
+        nan = float("nan")
+        return ControlVariateError(nan, nan, nan, nan, nan, nan)
+
+    def as_row(self) -> dict:
+        """``validation.csv`` columns: ``err_mean_cv``, ``err_mean_cv_lo``, ``err_mean_cv_hi``,
+        ``cv_beta``, ``cv_rho``, ``obs_mean_cv_s``."""
+        return {"err_mean_cv": self.value, "err_mean_cv_lo": self.lo, "err_mean_cv_hi": self.hi,
+                "cv_beta": self.beta, "cv_rho": self.rho, "obs_mean_cv_s": self.observed_mean_s}
+
+
+def _estimate(y: np.ndarray, c: np.ndarray, e_f: float) -> tuple[float, float, float]:
+    """``(E_f / ŷ_cv − 1, β, ŷ_cv)`` for one sample."""
+    var_c = float(np.var(c, ddof=1))
+    beta = float(np.cov(y, c, ddof=1)[0, 1] / var_c) if var_c > 0 else 0.0
+    y_cv = float(np.mean(y) - beta * (np.mean(c) - e_f))
+    return (e_f / y_cv - 1.0 if y_cv > 0 else float("nan")), beta, y_cv
+
+
+def control_variate_error(observed_s, control_s, simulated_s, *, confidence: float = 0.95,
+                          n_resamples: int = 2000, seed: int = 0) -> ControlVariateError:
+    """The mean error in expectation of a prediction (module docstring).
+
+    Args:
+        observed_s: ``(N,)`` the run's iteration times after warm-up, seconds.
+        control_s: ``(N,)`` the same iterations simulated with the run's own straggler draws and the
+            prediction's calibration (aligned with ``observed_s``), seconds.
+        simulated_s: ``(M,)`` the prediction's iteration times (fresh draws, replications pooled), seconds.
+        confidence: level of the bootstrap percentile interval, in (0, 1).
+        n_resamples: bootstrap resamples, ``>= 1``.
+        seed: bootstrap seed.
+    Returns:
+        :class:`ControlVariateError`; all NaN when fewer than :data:`MIN_PAIRS` finite pairs remain or
+        the control does not vary.
+    Raises:
+        ValueError: ``observed_s`` and ``control_s`` differ in length, or ``confidence`` is not in (0, 1).
+    """
+    y = np.asarray(observed_s, dtype=float).ravel()
+    c = np.asarray(control_s, dtype=float).ravel()
+    e = np.asarray(simulated_s, dtype=float).ravel()
+    if y.shape != c.shape:
+        raise ValueError(f"observed_s and control_s must be aligned, got {y.size} and {c.size} values")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    ok = np.isfinite(y) & np.isfinite(c)
+    y, c, e = y[ok], c[ok], e[np.isfinite(e)]
+    if y.size < MIN_PAIRS or e.size < 2 or not np.std(c) > _FLAT * np.mean(np.abs(c)):
+        return ControlVariateError.missing()
+    value, beta, y_cv = _estimate(y, c, float(e.mean()))
+    rng = np.random.default_rng(seed)
+    # the simulated mean's resampling law is normal (M is hundreds to thousands of iterations): its
+    # standard error times a normal draw, instead of resampling M values B times
+    e_b = float(e.mean()) + rng.standard_normal(int(n_resamples)) * float(e.std(ddof=1)) / np.sqrt(e.size)
+    boot = np.empty(int(n_resamples))
+    for start in range(0, boot.size, _CHUNK):  # chunks of resamples bound the (chunk, N) arrays
+        stop = min(start + _CHUNK, boot.size)
+        i = rng.integers(0, y.size, (stop - start, y.size))
+        yb, cb = y[i], c[i]
+        my, mc = yb.mean(axis=1), cb.mean(axis=1)
+        var_c = ((cb - mc[:, None]) ** 2).sum(axis=1)
+        cov = ((yb - my[:, None]) * (cb - mc[:, None])).sum(axis=1)
+        beta_b = np.divide(cov, var_c, out=np.zeros_like(cov), where=var_c > 0)
+        y_cv_b = my - beta_b * (mc - e_b[start:stop])
+        boot[start:stop] = np.where(y_cv_b > 0, e_b[start:stop] / np.where(y_cv_b > 0, y_cv_b, 1.0) - 1.0, np.nan)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.nanquantile(boot, [alpha, 1.0 - alpha])
+    rho = float(np.corrcoef(y, c)[0, 1]) if np.std(y) > _FLAT * np.mean(np.abs(y)) else float("nan")
+    return ControlVariateError(value=float(value), lo=float(lo), hi=float(hi), beta=beta, rho=rho,
+                               observed_mean_s=y_cv)
+
+
+__all__ = ["MIN_PAIRS", "ControlVariateError", "control_variate_error"]

@@ -1,0 +1,110 @@
+"""The mean error in expectation (gcsim.compare.control_variate, issue 9): a control variate built from
+the target run's own straggler draws, replayed through the prediction's calibration."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gcsim.compare.control_variate import MIN_PAIRS, control_variate_error
+from gcsim.compare.pipeline import CompareOptions, compare_runs
+from gcsim.compare.rundir import read_run_dir
+from gcsim.scenario import validate_scenario
+from gcsim.sim.engine import simulate
+
+
+def test_a_control_equal_to_the_observation_gives_exactly_the_prediction():
+    # y == C: beta = 1 and y_cv = E_f, so the error in expectation is 0 whatever the luck of the draws
+    rng = np.random.default_rng(0)
+    c = 0.3 + (rng.random(140) < 0.47)
+    e = 0.3 + (rng.random(700) < 0.47)
+    out = control_variate_error(c, c, e, n_resamples=300)
+    assert out.value == pytest.approx(0.0, abs=1e-12)
+    assert out.beta == pytest.approx(1.0) and out.rho == pytest.approx(1.0)
+    assert out.lo <= 0.0 <= out.hi and out.hi - out.lo < 1e-9
+    assert out.observed_mean_s == pytest.approx(e.mean())
+
+
+def test_an_affine_response_is_recovered_in_closed_form():
+    # y = a + b C exactly: beta = b, y_cv = a + b E_f, error E_f / (a + b E_f) - 1
+    rng = np.random.default_rng(1)
+    c = 0.3 + rng.exponential(0.2, 200)
+    e = 0.3 + rng.exponential(0.2, 900)
+    a, b = 0.05, 1.2
+    out = control_variate_error(a + b * c, c, e, n_resamples=300)
+    assert out.beta == pytest.approx(b)
+    assert out.value == pytest.approx(e.mean() / (a + b * e.mean()) - 1.0, rel=1e-10)
+    assert out.observed_mean_s == pytest.approx(a + b * e.mean())
+
+
+def test_the_interval_covers_the_true_error_and_is_narrower_than_the_raw_one():
+    # bimodal stragglers: uncoded waits 1 s when any of 6 workers straggles (p = 0.1 each); the
+    # "measured" times are 10 % slower than the model plus noise, so the true error in expectation is
+    # 1/1.1 - 1 whatever the draws; the raw error carries the luck of 140 draws
+    p_any = 1 - 0.9 ** 6
+    truth = 1 / 1.1 - 1
+    covered, widths, raw_errs = 0, [], []
+    for seed in range(120):
+        rng = np.random.default_rng(seed)
+        c = 0.3 + (rng.random(140) < p_any)
+        y = 1.1 * c + rng.normal(0, 0.02, c.size)
+        e = 0.3 + (rng.random(700) < p_any)
+        out = control_variate_error(y, c, e, n_resamples=400, seed=seed)
+        covered += out.lo <= truth <= out.hi
+        widths.append(out.hi - out.lo)
+        raw_errs.append(e.mean() / y.mean() - 1)
+    assert covered / 120 >= 0.88  # nominal 0.95; iterations independent here
+    raw_spread = 2 * 1.96 * np.std(raw_errs)  # the raw error's own sampling spread
+    assert np.mean(widths) < raw_spread / 5
+
+
+def test_without_a_usable_control_it_says_so():
+    y = np.linspace(0.2, 0.4, 50)
+    flat = control_variate_error(y, np.full(50, 0.3), y)
+    assert np.isnan(flat.value) and np.isnan(flat.beta)
+    few = control_variate_error(y[:MIN_PAIRS - 1], y[:MIN_PAIRS - 1], y)
+    assert np.isnan(few.value)
+    with pytest.raises(ValueError, match="aligned"):
+        control_variate_error(y, y[:-1], y)
+    with pytest.raises(ValueError, match="confidence"):
+        control_variate_error(y, y, y, confidence=1.0)
+
+
+def _sim_run(tmp_path, name, schemes, seed=3, iterations=120):
+    from gcsim.sim.output import write_sim_run
+
+    sc = validate_scenario({
+        "name": name, "n_workers": 6, "iterations": iterations, "seed": seed, "schemes": schemes,
+        "workload": {"gradient_bytes": 0, "cores": 2.0, "compute": {"dist": "constant", "value": 0.03}},
+        "master": {"decode_s": {"dist": "constant", "value": 0.002}},
+        "stragglers": {"delay": {"dist": "bimodal", "p": 0.1, "delay": 1.0}}})
+    return read_run_dir(write_sim_run(simulate(sc), sc, tmp_path / name))
+
+
+def test_a_prediction_of_a_run_of_the_same_model_is_exact_in_expectation(tmp_path):
+    # a simulated "measurement" of the model itself: the raw mean error is the luck of its 120 draws,
+    # the error in expectation is ~0 with a tight interval, and beta ~ 1
+    src = _sim_run(tmp_path, "src", [{"name": "uncoded"}], seed=5)
+    tgt = _sim_run(tmp_path, "tgt", [{"name": "gc-fr", "s": 1}], seed=3)
+    opts = dict(replications=3, warmup=5, cpu_source="measured", n_resamples=300, speed_drift="none")
+    row = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=CompareOptions(**opts)).table().iloc[0]
+    assert abs(row["err_mean_cv"]) < 0.01 and row["err_mean_cv_lo"] <= 0.0 <= row["err_mean_cv_hi"]
+    assert row["err_mean_cv_hi"] - row["err_mean_cv_lo"] < (row["err_mean_hi"] - row["err_mean_lo"]) / 3
+    assert row["cv_beta"] == pytest.approx(1.0, abs=0.05) and row["cv_rho"] > 0.95
+    off = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src,
+                       options=CompareOptions(control_variate=False, **opts)).table().iloc[0]
+    assert np.isnan(off["err_mean_cv"]) and off["err_mean"] == pytest.approx(row["err_mean"])
+    paired = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src,
+                          options=CompareOptions(mode="paired", **opts)).table().iloc[0]
+    assert np.isnan(paired["err_mean_cv"])  # the model check has no expectation to estimate
+
+
+def test_a_run_not_driven_by_the_keyed_draws_gets_no_control(tmp_path):
+    src = _sim_run(tmp_path, "src", [{"name": "uncoded"}], seed=5)
+    tgt = _sim_run(tmp_path, "tgt", [{"name": "gc-fr", "s": 1}], seed=3)
+    wk = pd.read_csv(tgt.path / "workers.csv")
+    wk["delay_s"] = np.roll(wk["delay_s"].to_numpy(), 7)  # delays no longer those of seed 3
+    wk.to_csv(tgt.path / "workers.csv", index=False)
+    row = compare_runs([(read_run_dir(tgt.path), ["gc-fr"])], calibrate_from=src,
+                       options=CompareOptions(replications=2, warmup=5, cpu_source="measured", n_resamples=200,
+                                              speed_drift="none")).table().iloc[0]
+    assert np.isnan(row["err_mean_cv"]) and np.isfinite(row["err_mean"])
