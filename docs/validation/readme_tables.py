@@ -3,7 +3,9 @@
     .venv/bin/python docs/validation/readme_tables.py docs/validation/protocol-steal-2026-12-03/real_expon/protocol.csv
 
 Columns: measured mean / p95 of each target run; the prediction calibrated on ``<calib>-a`` alone
-(``from-<calib>``: its steady part, fresh draws) with its 95 % CI and p95 error; the same calibrated on
+(``from-<calib>``: its steady part, fresh draws) with its 95 % CI, the same error in expectation (the
+luck of the target's straggler draws removed by a control variate, ``err_mean_cv``) with its CI, and
+the p95 error; the same calibrated on
 every iteration of ``<calib>-a`` (``from-<calib>-all-iterations``, when the table has it: what the
 calibration gave before the steady window); calibrated on the coded scheme's run (``from-<coded>``);
 ``gcsim calibrate`` -> ``gcsim simulate`` of a file from ``<calib>-a`` (``calibrate-file-<calib>``); the
@@ -21,14 +23,22 @@ def pct(x: float) -> str:
     return "–" if pd.isna(x) else f"{x * 100:+.1f} %".replace("-", "−")
 
 
+def expectation(r) -> str:
+    """``−1.2 % [−2.5 %, +0.1 %]`` from the control-variate columns, ``–`` without them."""
+    if "err_mean_cv" not in r or pd.isna(r.err_mean_cv):
+        return "–"
+    return f"{pct(r.err_mean_cv)} [{pct(r.err_mean_cv_lo)}, {pct(r.err_mean_cv_hi)}]"
+
+
 def main(path: str, calib: str = "uncoded", coded: str = "gc-fr") -> None:
     d = pd.read_csv(path)
     for model, g in d.groupby("model", sort=False):
         print(f"\n{model}\n")
-        print(f"| scheme | measured mean s | measured p95 s | predicted from `{calib}-a` (err [95 % CI]) | p95 err "
+        print(f"| scheme | measured mean s | measured p95 s | predicted from `{calib}-a` (err [95 % CI]) "
+              "| in expectation [95 % CI] | p95 err "
               f"| same, every iteration | from `{coded}` | `calibrate`→`simulate` "
               "| given load and speed (diagnostic) | model check (own draws) |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for _, r in g[g.comparison == f"from-{calib}"].iterrows():
             def other(comp):
                 x = g[(g.comparison == comp) & (g.run == r.run)]
@@ -36,7 +46,7 @@ def main(path: str, calib: str = "uncoded", coded: str = "gc-fr") -> None:
             name = (f"`{r.scheme}`" + ("" if r.exact else " (approx.)")
                     + (" (repeat: noise floor)" if r.scheme == calib else ""))
             print(f"| {name} | {r.obs_mean_s:.3f} | {r.obs_p95_s:.3f} | {r.sim_mean_s:.3f} ({pct(r.err_mean)} "
-                  f"[{pct(r.err_mean_lo)}, {pct(r.err_mean_hi)}]) | {pct(r.err_p95)} "
+                  f"[{pct(r.err_mean_lo)}, {pct(r.err_mean_hi)}]) | {expectation(r)} | {pct(r.err_p95)} "
                   f"| {other(f'from-{calib}-all-iterations')} | {other(f'from-{coded}')} "
                   f"| {other(f'calibrate-file-{calib}')} | {other(f'given-{calib}-load-and-speed')} "
                   f"| {other(f'check-{calib}-paired')} |")
