@@ -109,6 +109,18 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
     assert set(g.loc["from-uncoded-ab"].index) == {"gc-fr", "gc-cr"}
     assert abs(g.loc[("from-uncoded-ab", "gc-fr"), "err_mean"]) < 0.08
     assert set(table.loc[table.comparison == "from-uncoded-ab", "calibrated_from"]) == {"uncoded-a+uncoded-b"}
+    # the mean error in expectation: every fresh-draw prediction has it (the stand-in runs are gcsim's keyed
+    # draws), the model check (own draws) has none; its CI is narrower than the raw one's
+    paired = table.comparison == "check-uncoded-paired"
+    assert table.loc[~paired, "err_mean_cv"].notna().all() and table.loc[paired, "err_mean_cv"].isna().all()
+    row = g.loc[("from-uncoded", "gc-fr")]
+    assert row["err_mean_cv_lo"] <= row["err_mean_cv"] <= row["err_mean_cv_hi"]
+    assert row["err_mean_cv_hi"] - row["err_mean_cv_lo"] < row["err_mean_hi"] - row["err_mean_lo"]
+    assert summary.loc["from-uncoded", "worst_abs_mean_err_expectation"] == pytest.approx(
+        g.loc["from-uncoded"].loc[["gc-fr", "gc-cr"], "err_mean_cv"].abs().max())
+    assert summary.loc["from-uncoded", "meets_mean_target_expectation"] in (True, False)
+    assert np.isnan(summary.loc["check-uncoded-paired", "worst_abs_mean_err_expectation"])
+    assert summary.loc["check-uncoded-paired", "meets_mean_target_expectation"] is None
 
 
 def test_iterations_for_a_3_percent_ci_and_the_pairs_in_the_wrong_order():

@@ -5,7 +5,7 @@
 Columns: measured mean / p95 of each target run; the prediction calibrated on ``<calib>-a`` alone
 (``from-<calib>``: its steady part, fresh draws) with its 95 % CI, the same error in expectation (the
 luck of the target's straggler draws removed by a control variate, ``err_mean_cv``) with its CI, and
-the p95 error; the same calibrated on
+the p95 error; then, in expectation (the raw error where a comparison has none: the model check), the same calibrated on
 every iteration of ``<calib>-a`` (``from-<calib>-all-iterations``, when the table has it: what the
 calibration gave before the steady window); calibrated on the coded scheme's run (``from-<coded>``);
 ``gcsim calibrate`` -> ``gcsim simulate`` of a file from ``<calib>-a`` (``calibrate-file-<calib>``); the
@@ -36,13 +36,16 @@ def main(path: str, calib: str = "uncoded", coded: str = "gc-fr") -> None:
         print(f"\n{model}\n")
         print(f"| scheme | measured mean s | measured p95 s | predicted from `{calib}-a` (err [95 % CI]) "
               "| in expectation [95 % CI] | p95 err "
-              f"| same, every iteration | from `{coded}` | `calibrate`→`simulate` "
+              f"| in expectation: same, every iteration | from `{coded}` | `calibrate`→`simulate` "
               "| given load and speed (diagnostic) | model check (own draws) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for _, r in g[g.comparison == f"from-{calib}"].iterrows():
             def other(comp):
                 x = g[(g.comparison == comp) & (g.run == r.run)]
-                return pct(x.err_mean.iloc[0]) if len(x) else "–"
+                if not len(x):
+                    return "–"
+                cv = x.err_mean_cv.iloc[0] if "err_mean_cv" in x else float("nan")
+                return pct(x.err_mean.iloc[0] if pd.isna(cv) else cv)
             name = (f"`{r.scheme}`" + ("" if r.exact else " (approx.)")
                     + (" (repeat: noise floor)" if r.scheme == calib else ""))
             print(f"| {name} | {r.obs_mean_s:.3f} | {r.obs_p95_s:.3f} | {r.sim_mean_s:.3f} ({pct(r.err_mean)} "
