@@ -121,6 +121,8 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
     assert summary.loc["from-uncoded", "meets_mean_target_expectation"] in (True, False)
     assert np.isnan(summary.loc["check-uncoded-paired", "worst_abs_mean_err_expectation"])
     assert summary.loc["check-uncoded-paired", "meets_mean_target_expectation"] is None
+    assert (summary.loc["from-uncoded", "iterations_for_3pct_expectation"]
+            < summary.loc["from-uncoded", "iterations_for_3pct"])
 
 
 def test_iterations_for_a_3_percent_ci_and_the_pairs_in_the_wrong_order():
