@@ -1,11 +1,11 @@
 """The mean error of a prediction *in expectation*: the luck of one run's straggler draws removed with a
 control variate.
 
-A prediction simulates fresh straggler draws (many iterations, several replications) and estimates the
-scheme's expected iteration time ``E_f``. The run it is scored on drew its own stragglers once: its
-mean ``ȳ`` of ``N`` iterations carries the luck of those draws. With bimodal stragglers (a 1 s delay
-with probability 0.1) that luck is ±10-15 % at N = 140, so a raw mean error cannot judge a ±5 % band
-without thousands of iterations (docs/validation/README.md, finding 20).
+A prediction simulates fresh straggler draws (several replications) and estimates the scheme's expected
+iteration time ``E_f``. The run it is scored on drew its own stragglers once: its mean ``ȳ`` of ``N``
+iterations carries the luck of those draws. With bimodal stragglers (a 1 s delay with probability 0.1)
+a raw mean error's 95 % CI is ±8-11 % at N = 190, too wide to judge a ±5 % band without thousands of
+iterations (docs/validation/README.md, findings 4 and 20).
 
 The run's draws are known: gcsim's keyed straggler streams reproduce them from the run's seed
 (:mod:`gcsim.stragglers`). Replaying them through the *same* calibrated model (calibrated on another
@@ -15,17 +15,30 @@ only in the seed). The control-variate estimator of the run's expected iteration
 
     ŷ_cv = ȳ − β (C̄ − E_f),    β = cov(y, C) / var(C)  (fitted on the target's (y_i, C_i) pairs),
 
-unbiased for ``E[y]`` whatever the model (Lavenberg & Welch, "A perspective on the use of control
-variables to increase the efficiency of Monte Carlo simulations", Management Science 27(3), 1981;
-Nelson, "Control variate remedies", Operations Research 38(6), 1990; Law & Kelton, *Simulation
-Modeling and Analysis*, §11.4), with variance ``(1 − ρ²)·var(y)/N`` for the correlation ``ρ`` of
-``y`` and ``C``. The error in expectation is ``E_f / ŷ_cv − 1``: the same quantity the raw mean error
-``E_f / ȳ − 1`` estimates, with the draws' luck taken out. ``β`` is itself a check: it is 1 when the
-model's iteration time moves with the draws as the measured one does.
+consistent for ``E[y]`` whatever the model, with a bias of order ``1/N`` from fitting ``β`` on the same
+sample (Lavenberg & Welch, "A perspective on the use of control variables to increase the efficiency of
+Monte Carlo simulations", Management Science 27(3), 1981; Nelson, "Control variate remedies", Operations
+Research 38(6), 1990; Law & Kelton, *Simulation Modeling and Analysis*, §11.4); for independent
+iterations its variance is ``(1 − ρ²)·var(y)/N``, ``ρ`` the correlation of ``y`` and ``C``. The error in
+expectation is ``E_f / ŷ_cv − 1``, the quantity the raw mean error ``E_f / ȳ − 1`` estimates, with the
+draws' luck taken out.
 
-This is not the model check (``--mode paired``, ``E_f`` replaced by ``C̄``): the prediction stays the
-fresh-draw simulation, and ``β`` is fitted, so a model that responds wrongly to the draws does not
-bias the estimate.
+What it is and is not:
+
+* With ``β ≈ 1`` it is numerically close to the model check's error (``--mode paired``, ``C̄ / ȳ − 1``):
+  ``E_f`` nearly cancels. What it adds is the reading – an estimate of the prediction's error in
+  expectation, valid also when ``β`` differs from 1 – and an interval for it. ``β`` is near 1 when the
+  model's iteration time moves with the draws as the measured one does; the replay's own simulated
+  compute noise pulls it below 1 (regression dilution), so ``β < 1`` alone does not fault the model.
+* Because ``E_f`` nearly cancels, it scores the model's expected iteration time (what the simulator
+  gives with many replications), not the Monte-Carlo error of a prediction made with few replications
+  (the ``sim_mean_se_s`` of the protocol's table). ``ŷ_cv`` itself (``observed_mean_s``) carries that
+  Monte-Carlo error of ``E_f``; the ratio hardly does.
+* What the draws do not fix stays in the residual ``y − βC``: above all the machine's CPU speed, which
+  wanders over tens of iterations. The residuals are autocorrelated, so the interval is a circular
+  block bootstrap (Politis & Romano, "A circular block-resampling procedure for stationary data",
+  1992) with blocks of :data:`BLOCK_ITERATIONS` iterations, not an iid one (2-4 × wider on the
+  committed runs).
 """
 
 from __future__ import annotations
@@ -36,6 +49,9 @@ import numpy as np
 
 #: fewest (observed, control) pairs the estimator is computed from
 MIN_PAIRS = 10
+#: iterations per block of the circular block bootstrap (the CPU speed's wander lasts tens of
+#: iterations: the residuals' lag-10 autocorrelation is 0.3-0.4 on the committed runs)
+BLOCK_ITERATIONS = 20
 #: a control whose standard deviation is below this fraction of its mean magnitude does not vary (float
 #: rounding of a deterministic run): no estimate
 _FLAT = 1e-9
@@ -49,12 +65,14 @@ class ControlVariateError:
 
     Attributes:
         value: ``E_f / ŷ_cv − 1`` (dimensionless, 0.05 = +5 %); NaN when it could not be computed.
-        lo, hi: its bootstrap percentile confidence interval (the pairs ``(y_i, C_i)`` resampled, ``β``
-            refitted in each resample; the simulated mean drawn from its normal law, independently).
+        lo, hi: its bootstrap percentile confidence interval (the pairs ``(y_i, C_i)`` resampled in
+            circular blocks of consecutive iterations, ``β`` refitted in each resample; the simulated
+            mean drawn from its normal law, independently).
         beta: the fitted control coefficient ``cov(y, C) / var(C)``.
         rho: the correlation of the observed and replayed iteration times (the variance of the mean falls
             by ``1 − ρ²``); NaN when the observed times do not vary.
-        observed_mean_s: ``ŷ_cv``, the run's expected iteration time, seconds.
+        observed_mean_s: ``ŷ_cv``, the run's expected iteration time, seconds (it carries the
+            Monte-Carlo error of ``E_f``, which the ratio ``value`` hardly does).
     """
 
     value: float
@@ -77,6 +95,15 @@ class ControlVariateError:
                 "cv_beta": self.beta, "cv_rho": self.rho, "obs_mean_cv_s": self.observed_mean_s}
 
 
+def _circular_blocks(rng: np.random.Generator, resamples: int, n: int, length: int) -> np.ndarray:
+    """int ``(resamples, n)``: indices of a circular block bootstrap, blocks of ``length`` consecutive
+    indices (wrapping at ``n``) with uniform starts, cut to ``n``."""
+    k = -(-n // length)
+    starts = rng.integers(0, n, (resamples, k))
+    idx = (starts[:, :, None] + np.arange(length)[None, None, :]) % n
+    return idx.reshape(resamples, k * length)[:, :n]
+
+
 def _estimate(y: np.ndarray, c: np.ndarray, e_f: float) -> tuple[float, float, float]:
     """``(E_f / ŷ_cv − 1, β, ŷ_cv)`` for one sample."""
     var_c = float(np.var(c, ddof=1))
@@ -86,7 +113,8 @@ def _estimate(y: np.ndarray, c: np.ndarray, e_f: float) -> tuple[float, float, f
 
 
 def control_variate_error(observed_s, control_s, simulated_s, *, confidence: float = 0.95,
-                          n_resamples: int = 2000, seed: int = 0) -> ControlVariateError:
+                          n_resamples: int = 2000, seed: int = 0,
+                          block: int = BLOCK_ITERATIONS) -> ControlVariateError:
     """The mean error in expectation of a prediction (module docstring).
 
     Args:
@@ -97,6 +125,8 @@ def control_variate_error(observed_s, control_s, simulated_s, *, confidence: flo
         confidence: level of the bootstrap percentile interval, in (0, 1).
         n_resamples: bootstrap resamples, ``>= 1``.
         seed: bootstrap seed.
+        block: iterations per block of the circular block bootstrap (``1``: iid resampling); at most
+            a third of the pairs.
     Returns:
         :class:`ControlVariateError`; all NaN when fewer than :data:`MIN_PAIRS` finite pairs remain or
         the control does not vary.
@@ -120,9 +150,10 @@ def control_variate_error(observed_s, control_s, simulated_s, *, confidence: flo
     # standard error times a normal draw, instead of resampling M values B times
     e_b = float(e.mean()) + rng.standard_normal(int(n_resamples)) * float(e.std(ddof=1)) / np.sqrt(e.size)
     boot = np.empty(int(n_resamples))
+    length = max(1, min(int(block), y.size // 3))
     for start in range(0, boot.size, _CHUNK):  # chunks of resamples bound the (chunk, N) arrays
         stop = min(start + _CHUNK, boot.size)
-        i = rng.integers(0, y.size, (stop - start, y.size))
+        i = _circular_blocks(rng, stop - start, y.size, length)
         yb, cb = y[i], c[i]
         my, mc = yb.mean(axis=1), cb.mean(axis=1)
         var_c = ((cb - mc[:, None]) ** 2).sum(axis=1)
@@ -137,4 +168,4 @@ def control_variate_error(observed_s, control_s, simulated_s, *, confidence: flo
                                observed_mean_s=y_cv)
 
 
-__all__ = ["MIN_PAIRS", "ControlVariateError", "control_variate_error"]
+__all__ = ["BLOCK_ITERATIONS", "MIN_PAIRS", "ControlVariateError", "control_variate_error"]

@@ -114,8 +114,8 @@ class CompareOptions:
             calibration runs' steady part, leaving out blocks of iterations during which another
             load came and went (:mod:`gcsim.compare.steady`; a note says what was left out);
             ``"all"`` – every iteration after the warm-up.
-        control_variate: scenario mode only: also estimate each prediction's mean error *in
-            expectation*, the luck of the target run's straggler draws removed by a control variate
+        control_variate: scenario mode, predictions only (``calibrate_from`` runs other than the
+            target): also estimate each prediction's mean error *in expectation*, the luck of the target run's straggler draws removed by a control variate
             (:mod:`gcsim.compare.control_variate`; one more simulation per target, replaying its draws).
     Raises:
         ConfigError: naming the CLI option.
@@ -177,7 +177,8 @@ class SchemeComparison:
             prediction interval was made; drift_half_width: its share of the mean error's
             prediction interval (:func:`drift_half_width`), NaN likewise.
         expectation: the mean error in expectation (:func:`expectation_error`); all NaN in paired mode,
-            without ``options.control_variate``, or when the run's recorded delays are not gcsim's draws.
+            in sample, without ``options.control_variate``, or when the run's recorded delays are not
+            gcsim's draws.
     """
 
     run: RunDir
@@ -510,8 +511,9 @@ def prediction_interval(err: float, lo: float, hi: float, drift: float) -> dict:
     """``validation.csv`` columns of the mean error's prediction interval: the sampling CI
     ``[lo, hi]`` around ``err`` widened by the drift half-width ``drift`` in quadrature on each side
     (independent sources of error): ``err_mean_drift``, ``err_mean_pi_lo``, ``err_mean_pi_hi`` and
-    ``pi_covers`` (whether the interval holds 0, i.e. the measured mean); NaN / None without a drift."""
-    if not np.isfinite(drift):
+    ``pi_covers`` (whether the interval holds 0, i.e. the measured mean); NaN / None without a drift
+    or without a finite error and CI."""
+    if not (np.isfinite(drift) and np.isfinite(err) and np.isfinite(lo) and np.isfinite(hi)):
         return {"err_mean_drift": float("nan"), "err_mean_pi_lo": float("nan"), "err_mean_pi_hi": float("nan"),
                 "pi_covers": None}
     p_lo = err - float(np.hypot(err - lo, drift))
@@ -604,8 +606,11 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                   confidence=options.confidence, n_resamples=options.n_resamples,
                                   seed=options.seed + k)
             drift = drift_half_width(run, sch, cal, options, sigma, w, simulate, dof) if predicting else float("nan")
+            # predictions only: calibrated on the run itself the replay would track it by construction
+            out_of_sample = sources is not None and all(run.path != src.path for src in sources)
             expectation = (expectation_error(run, sch, cal, options, obs, sim_sample, w, simulate, seed=options.seed + k)
-                           if options.mode == "scenario" and options.control_variate else ControlVariateError.missing())
+                           if options.mode == "scenario" and options.control_variate and out_of_sample
+                           else ControlVariateError.missing())
             label = sch if counts[sch] == 1 else f"{sch} ({run.label})"
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
