@@ -115,7 +115,8 @@ class CompareOptions:
             load came and went (:mod:`gcsim.compare.steady`; a note says what was left out);
             ``"all"`` – every iteration after the warm-up.
         control_variate: scenario mode, predictions only (``calibrate_from`` runs other than the
-            target): also estimate each prediction's mean error *in expectation*, the luck of the target run's straggler draws removed by a control variate
+            target): also estimate each prediction's mean error *in expectation*, the luck of the
+            target run's straggler draws removed by a control variate
             (:mod:`gcsim.compare.control_variate`; one more simulation per target, replaying its draws).
     Raises:
         ConfigError: naming the CLI option.
