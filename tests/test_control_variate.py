@@ -1,6 +1,8 @@
 """The mean error in expectation (gcsim.compare.control_variate, issue 9): a control variate built from
 the target run's own straggler draws, replayed through the prediction's calibration."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -107,12 +109,14 @@ def test_a_prediction_of_a_run_of_the_same_model_is_exact_in_expectation(tmp_pat
     off = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src,
                        options=CompareOptions(control_variate=False, **opts)).table().iloc[0]
     assert np.isnan(off["err_mean_cv"]) and off["err_mean"] == pytest.approx(row["err_mean"])
+    assert off["cv_note"] == "--no-control-variate" and row["cv_note"] == ""
     paired = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src,
                           options=CompareOptions(mode="paired", **opts)).table().iloc[0]
-    assert np.isnan(paired["err_mean_cv"])  # the model check has no expectation to estimate
+    assert np.isnan(paired["err_mean_cv"]) and paired["cv_note"] == "paired mode"  # a model check: nothing to estimate
     assert np.isnan(paired["err_mean_drift_cv"]) and paired["pi_covers_cv"] is None  # nothing to cover
     own = compare_runs([(tgt, ["gc-fr"])], options=CompareOptions(**opts)).table().iloc[0]
     assert np.isnan(own["err_mean_cv"])  # in sample: the replay would track the run by construction
+    assert own["cv_note"] == "in sample"
 
 
 def test_a_run_not_driven_by_the_keyed_draws_gets_no_control(tmp_path):
@@ -121,7 +125,15 @@ def test_a_run_not_driven_by_the_keyed_draws_gets_no_control(tmp_path):
     wk = pd.read_csv(tgt.path / "workers.csv")
     wk["delay_s"] = np.roll(wk["delay_s"].to_numpy(), 7)  # delays no longer those of seed 3
     wk.to_csv(tgt.path / "workers.csv", index=False)
-    row = compare_runs([(read_run_dir(tgt.path), ["gc-fr"])], calibrate_from=src,
-                       options=CompareOptions(replications=2, warmup=5, cpu_source="measured", n_resamples=200,
-                                              speed_drift="none")).table().iloc[0]
+    result = compare_runs([(read_run_dir(tgt.path), ["gc-fr"])], calibrate_from=src,
+                          options=CompareOptions(replications=2, warmup=5, cpu_source="measured", n_resamples=200,
+                                                 speed_drift="none"))
+    row = result.table().iloc[0]
     assert np.isnan(row["err_mean_cv"]) and np.isfinite(row["err_mean"])
+    # it says why, with the share of worker-iterations whose recorded delay is not the replayed draw
+    assert result.items[0].expectation.failed and "recorded delay_s differ" in row["cv_note"]
+    assert float(row["cv_note"].split(" in ")[1].split("%")[0]) > 5
+    from gcsim.compare.output import write_compare_outputs
+    from gcsim.rundir import new_run_dir
+    files = write_compare_outputs(result, new_run_dir(tmp_path / "cmp", root=tmp_path, prefix=""), command="test")
+    assert f"- gc-fr: {row['cv_note']}" in Path(files["report.md"]).read_text()

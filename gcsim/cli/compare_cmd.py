@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import click
+import numpy as np
 
 from gcsim.cli.options import IntOption, command_line, model_option
 from gcsim.compare.output import DEFAULT_COMPARE_ROOT
@@ -91,7 +92,8 @@ def _choice_options(command):
                    "from itself.")
 @_option("--replications", field="replications", type=int, help="Simulated replications per compared scheme.")
 @click.option("--warmup", type=int, default=None,
-              help="Iterations dropped at the start of every observed and simulated run "
+              help="Iterations dropped at the start of every observed run (the --calibrate-from runs too) "
+                   "and every simulated run "
                    f"[default: min({DEFAULT_WARMUP}, iterations // 5)].")
 @_band_option("mean", "the mean (0.05 = ±5%)")
 @_band_option("p95", "the 95th percentile")
@@ -179,10 +181,14 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     click.echo(verdict_table(table))
     for note in result.window_notes:
         click.echo(f"note: {note}", err=True)
+    for it in result.items:  # a prediction without its expectation for a reason the user did not choose
+        if it.expectation.failed:
+            click.echo(f"note: {it.label}: no mean error in expectation: {it.expectation.reason}", err=True)
     if result.ranking is not None:
         rk = result.ranking
         click.echo(f"ranking (fastest first): observed {' < '.join(rk.observed_order)}; predicted "
-                   f"{' < '.join(rk.predicted_order)}; Kendall tau {rk.tau:+.2f}"
+                   f"{' < '.join(rk.predicted_order)}; Kendall tau "
+                   + (f"{rk.tau:+.2f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means tie)")
                    + ("" if rk.same_order else "  ORDER DIFFERS"))
     click.echo(f"wrote {Path(files['report.md']).parent}")
     return 1 if (table["verdict"] == "fail").any() else 0

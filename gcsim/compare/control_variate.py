@@ -73,6 +73,9 @@ class ControlVariateError:
             by ``1 − ρ²``); NaN when the observed times do not vary.
         observed_mean_s: ``ŷ_cv``, the run's expected iteration time, seconds (it carries the
             Monte-Carlo error of ``E_f``, which the ratio ``value`` hardly does).
+        reason: why there is none (empty when ``value`` was computed), e.g. "in sample".
+        asked: False when the options chose no expectation (paired mode, in sample, ``--no-control-variate``);
+            True when one was asked for (``reason`` then says why it failed, if it did).
     """
 
     value: float
@@ -81,18 +84,27 @@ class ControlVariateError:
     beta: float
     rho: float
     observed_mean_s: float
+    reason: str = ""
+    asked: bool = True
 
     @staticmethod
-    def missing() -> "ControlVariateError":
-        """All NaN: no replay of the target's draws (a run whose recorded delays are not gcsim's draws)."""
+    def missing(reason: str, *, asked: bool = True) -> "ControlVariateError":
+        """All NaN, with why (e.g. a run whose recorded delays are not gcsim's draws, or in sample);
+        ``asked=False`` when the options chose none."""
         nan = float("nan")
-        return ControlVariateError(nan, nan, nan, nan, nan, nan)
+        return ControlVariateError(nan, nan, nan, nan, nan, nan, reason, asked)
+
+    @property
+    def failed(self) -> bool:
+        """Asked for and not computed (``reason`` says why)."""
+        return self.asked and bool(self.reason)
 
     def as_row(self) -> dict:
         """``validation.csv`` columns: ``err_mean_cv``, ``err_mean_cv_lo``, ``err_mean_cv_hi``,
-        ``cv_beta``, ``cv_rho``, ``obs_mean_cv_s``."""
+        ``cv_beta``, ``cv_rho``, ``obs_mean_cv_s`` and ``cv_note`` (why there is none; empty otherwise)."""
         return {"err_mean_cv": self.value, "err_mean_cv_lo": self.lo, "err_mean_cv_hi": self.hi,
-                "cv_beta": self.beta, "cv_rho": self.rho, "obs_mean_cv_s": self.observed_mean_s}
+                "cv_beta": self.beta, "cv_rho": self.rho, "obs_mean_cv_s": self.observed_mean_s,
+                "cv_note": self.reason}
 
 
 def _circular_blocks(rng: np.random.Generator, resamples: int, n: int, length: int) -> np.ndarray:
@@ -142,8 +154,11 @@ def control_variate_error(observed_s, control_s, simulated_s, *, confidence: flo
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     ok = np.isfinite(y) & np.isfinite(c)
     y, c, e = y[ok], c[ok], e[np.isfinite(e)]
-    if y.size < MIN_PAIRS or e.size < 2 or not np.std(c) > _FLAT * np.mean(np.abs(c)):
-        return ControlVariateError.missing()
+    if y.size < MIN_PAIRS or e.size < 2:
+        return ControlVariateError.missing(f"{y.size} paired iterations, {e.size} simulated (at least "
+                                           f"{MIN_PAIRS} and 2 needed)")
+    if not np.std(c) > _FLAT * np.mean(np.abs(c)):
+        return ControlVariateError.missing("the replayed iteration times do not vary")
     value, beta, y_cv = _estimate(y, c, float(e.mean()))
     rng = np.random.default_rng(seed)
     # the simulated mean's resampling law is normal (M is hundreds to thousands of iterations): its

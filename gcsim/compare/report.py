@@ -137,6 +137,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         reasons = [f"- {r['label']}: {r['reason']}" for _, r in table.iterrows() if r["reason"]]
         if reasons:
             lines += ["Why not a clean pass:", "", *reasons, ""]
+        no_cv = [f"- {it.label}: {it.expectation.reason}" for it in result.items if it.expectation.failed]
+        if no_cv:
+            lines += ["No mean error in expectation:", "", *no_cv, ""]
     rk = result.ranking
     lines += ["## Scheme ranking (by mean iteration time, fastest first)", ""]
     if rk is None:

@@ -281,7 +281,7 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
 
     from gcsim.compare.run_facts import scheme_spec
     from gcsim.compare.control_variate import ControlVariateError, control_variate_error
-    from gcsim.compare.pipeline import _warmup_for, check_replay
+    from gcsim.compare.pipeline import REPLAY_MAX_BAD_FRACTION, _warmup_for, check_replay
     from gcsim.compare.scenario_file import write_calibrated_scenario
     from gcsim.compare.stats import compare_samples, drop_warmup
     from gcsim.scenario import validate_scenario
@@ -309,15 +309,16 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
         # the control of the mean error in expectation: the same file with the target's own seed (its draws)
         replay = simulate(validate_scenario({**data, "iterations": n_it, "seed": int(run.scenario.seed)},
                                             base_dir=path.parent))
-        expectation = ControlVariateError.missing()
-        try:
-            check_replay(run.workers_of(sch), replay.workers, run.label)
-            ctrl = (drop_warmup(replay.iterations, w).set_index("iteration")["duration_s"]
-                    .reindex(drop_warmup(run.iterations_of(sch), w)["iteration"].to_numpy()).to_numpy(float))
-            if np.all(np.isfinite(ctrl)):
-                expectation = control_variate_error(obs, ctrl, sim_d, n_resamples=2000, seed=options.seed + k)
-        except ConfigError:
-            pass  # a run not driven by gcsim's keyed straggler draws: no control
+        bad = check_replay(run.workers_of(sch), replay.workers, run.label, max_bad_fraction=1.0)
+        ctrl = (drop_warmup(replay.iterations, w).set_index("iteration")["duration_s"]
+                .reindex(drop_warmup(run.iterations_of(sch), w)["iteration"].to_numpy()).to_numpy(float))
+        if bad > REPLAY_MAX_BAD_FRACTION:  # a run not driven by gcsim's keyed straggler draws: no control
+            expectation = ControlVariateError.missing(f"the run's recorded delay_s differ from its replayed "
+                                                      f"straggler draws in {bad:.0%} of worker-iterations")
+        elif not np.all(np.isfinite(ctrl)):
+            expectation = ControlVariateError.missing("the replay of the run's draws lacks an observed iteration")
+        else:
+            expectation = control_variate_error(obs, ctrl, sim_d, n_resamples=2000, seed=options.seed + k)
         row = {"model": model, "comparison": f"{CALIBRATED_FILE}-{calib}", "label": sch, "run": run.label,
                "scheme": sch, "mode": "scenario", "calibrated_from": src.label, "basis": "out of sample"}
         row.update(cmp.as_row())
