@@ -106,6 +106,8 @@ def test_a_prediction_of_a_run_of_the_same_model_is_exact_in_expectation(tmp_pat
     assert abs(row["err_mean_cv"]) < 0.01 and row["err_mean_cv_lo"] - 1e-9 <= 0.0 <= row["err_mean_cv_hi"] + 1e-9
     assert row["err_mean_cv_hi"] - row["err_mean_cv_lo"] < (row["err_mean_hi"] - row["err_mean_lo"]) / 3
     assert row["cv_beta"] == pytest.approx(1.0, abs=0.05) and row["cv_rho"] > 0.95
+    assert abs(row["err_p95_cv"]) < 0.03
+    assert row["err_p95_cv_lo"] - 1e-9 <= 0.0 <= row["err_p95_cv_hi"] + 1e-9
     off = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src,
                        options=CompareOptions(control_variate=False, **opts)).table().iloc[0]
     assert np.isnan(off["err_mean_cv"]) and off["err_mean"] == pytest.approx(row["err_mean"])
@@ -137,3 +139,50 @@ def test_a_run_not_driven_by_the_keyed_draws_gets_no_control(tmp_path):
     from gcsim.rundir import new_run_dir
     files = write_compare_outputs(result, new_run_dir(tmp_path / "cmp", root=tmp_path, prefix=""), command="test")
     assert f"- gc-fr: {row['cv_note']}" in Path(files["report.md"]).read_text()
+
+
+# ---- the p95 in expectation (control_variate_quantile_error) ----
+
+def _bimodal_model(rng, n, p_slow=0.1):
+    """Iteration times, seconds: ~0.3 s, or 1.3-1.9 s when an uncovered 1 s straggler is drawn (p_slow):
+    the p95 lies inside the slow cluster, where it moves with how many slow iterations a run drew."""
+    slow = rng.random(n) < p_slow
+    return 0.3 + 0.02 * rng.standard_normal(n) + slow * (1.0 + 0.6 * rng.random(n))
+
+
+def test_a_run_of_the_model_itself_has_no_quantile_error():
+    # the observation is its control and the prediction the control's own sample: exactly 0
+    from gcsim.compare.control_variate import control_variate_quantile_error
+    c = _bimodal_model(np.random.default_rng(1), 200)
+    res = control_variate_quantile_error(c, c, c, 0.95, n_resamples=200)
+    assert res.value == 0.0 and res.observed_quantile_s == pytest.approx(np.quantile(c, 0.95))
+    assert res.beta == pytest.approx(1.0)  # Q_y and Q_C are the same in every resample
+
+
+def test_the_p95_in_expectation_removes_the_draws_luck():
+    # a machine 10 % slower than the model: the true p95 error is 1/1.1 - 1 = -9.1 % whatever the run drew;
+    # the raw p95 of 190 iterations moves with how many slow iterations the run drew, the controlled one
+    # hardly does, and its interval holds the truth
+    from gcsim.compare.control_variate import control_variate_quantile_error
+    truth = 1 / 1.1 - 1
+    fresh = _bimodal_model(np.random.default_rng(99), 20_000)
+    raw, cv = [], []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        control = _bimodal_model(rng, 190)                      # the run's draws replayed through the model
+        observed = 1.1 * control * (1 + 0.01 * rng.standard_normal(190))
+        raw.append(np.quantile(fresh, 0.95) / np.quantile(observed, 0.95) - 1)
+        res = control_variate_quantile_error(observed, control, fresh, 0.95, n_resamples=300, seed=seed)
+        cv.append(res.value)
+        assert res.lo <= truth <= res.hi
+    assert max(abs(v - truth) for v in cv) < 0.015
+    assert np.std(cv) < np.std(raw) / 5
+
+
+def test_the_p95_in_expectation_refuses_too_few_pairs_and_a_bad_level():
+    from gcsim.compare.control_variate import MIN_PAIRS, control_variate_quantile_error
+    c = np.linspace(0.1, 0.2, MIN_PAIRS - 1)
+    res = control_variate_quantile_error(c, c, c, 0.95, n_resamples=50)
+    assert np.isnan(res.value) and f"{MIN_PAIRS - 1} paired iterations" in res.reason
+    with pytest.raises(ValueError, match="q must be in"):
+        control_variate_quantile_error(np.ones(20), np.ones(20), np.ones(20), 1.5)

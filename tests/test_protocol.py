@@ -123,6 +123,12 @@ def test_out_of_sample_predictions_of_stand_in_runs(tmp_path):
     assert summary.loc["check-uncoded-paired", "meets_mean_target_expectation"] is None
     assert (summary.loc["from-uncoded", "iterations_for_3pct_expectation"]
             < summary.loc["from-uncoded", "iterations_for_3pct"])
+    # and the p95 in expectation, the same way
+    assert table.loc[~paired, "err_p95_cv"].notna().all() and table.loc[paired, "err_p95_cv"].isna().all()
+    assert row["err_p95_cv_lo"] <= row["err_p95_cv"] <= row["err_p95_cv_hi"]
+    assert summary.loc["from-uncoded", "worst_abs_p95_err_expectation"] == pytest.approx(
+        g.loc["from-uncoded"].loc[["gc-fr", "gc-cr"], "err_p95_cv"].abs().max())
+    assert summary.loc["check-uncoded-paired", "meets_p95_target_expectation"] is None
 
 
 def test_iterations_for_a_3_percent_ci_and_the_pairs_in_the_wrong_order():

@@ -24,7 +24,8 @@ from scipy import stats
 from tqdm import tqdm
 
 from gcsim.compare.calibrate import Calibration, calibrate
-from gcsim.compare.control_variate import ControlVariateError, control_variate_error
+from gcsim.compare.control_variate import (ControlVariateError, QuantileControlVariateError, control_variate_error,
+                                          control_variate_quantile_error)
 from gcsim.compare.estimators import background_cores, speed_block_medians, speed_drift_cv
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
@@ -180,6 +181,7 @@ class SchemeComparison:
         expectation: the mean error in expectation (:func:`expectation_error`); all NaN in paired mode,
             in sample, without ``options.control_variate``, or when the run's recorded delays are not
             gcsim's draws.
+        expectation_p95: the p95 error in expectation, likewise.
     """
 
     run: RunDir
@@ -198,7 +200,10 @@ class SchemeComparison:
     speed_from: str = "calibration"
     speed_cv: float = float("nan")
     drift_half_width: float = float("nan")
-    expectation: ControlVariateError = field(default_factory=ControlVariateError.missing)
+    expectation: ControlVariateError = field(
+        default_factory=lambda: ControlVariateError.missing("not computed", asked=False))
+    expectation_p95: QuantileControlVariateError = field(
+        default_factory=lambda: QuantileControlVariateError.missing("not computed"))
 
     def observed_sample(self) -> np.ndarray:
         """Observed iteration times after warm-up, seconds ``(N,)``."""
@@ -221,6 +226,7 @@ class SchemeComparison:
         out.update(self.comparison.as_row())
         out.update(prediction_interval(out["err_mean"], out["err_mean_lo"], out["err_mean_hi"], self.drift_half_width))
         out.update(self.expectation.as_row())
+        out.update(self.expectation_p95.as_row("p95"))
         out.update({f"{k}_cv": v for k, v in prediction_interval(
             self.expectation.value, self.expectation.lo, self.expectation.hi, self.drift_half_width).items()})
         out["speed_cv"] = self.speed_cv
@@ -482,9 +488,9 @@ def drift_half_width(run: RunDir, scheme: str, calibration: Calibration, options
 
 def expectation_error(run: RunDir, scheme: str, calibration: Calibration, options: CompareOptions,
                       observed: pd.DataFrame, simulated_s: np.ndarray, warmup: int, simulate: Callable | None = None,
-                      *, seed: int = 0) -> ControlVariateError:
-    """The mean error of a scenario-mode prediction *in expectation*: the luck of the target run's own
-    straggler draws removed with a control variate (:mod:`gcsim.compare.control_variate`).
+                      *, seed: int = 0) -> tuple[ControlVariateError, QuantileControlVariateError]:
+    """The mean and p95 errors of a scenario-mode prediction *in expectation*: the luck of the target run's
+    own straggler draws removed with a control variate (:mod:`gcsim.compare.control_variate`).
 
     The control is one more simulation with the prediction's calibration and the run's own seed, i.e.
     its recorded straggler draws replayed (the same scenario as the prediction's replications but for
@@ -494,9 +500,10 @@ def expectation_error(run: RunDir, scheme: str, calibration: Calibration, option
         run, scheme: the target. calibration: the prediction's. observed: the target's iterations rows
             after ``warmup``. simulated_s: ``(M,)`` the prediction's iteration times after warm-up, seconds.
     Returns:
-        :class:`ControlVariateError`; all NaN when the run's recorded ``delay_s`` are not the replayed
-        draws (:func:`check_replay`: a run not driven by gcsim's keyed straggler streams) or the replay
-        lacks an observed iteration.
+        ``(mean, p95)``: :class:`ControlVariateError` and :class:`QuantileControlVariateError`; all NaN,
+        with the reason, when the run's recorded ``delay_s`` are not the replayed draws
+        (:func:`check_replay`: a run not driven by gcsim's keyed straggler streams) or the replay lacks an
+        observed iteration.
     """
     simulate = simulate or _default_simulate()
     n_it = int(run.iterations_of(scheme)["iteration"].max()) + 1
@@ -504,16 +511,19 @@ def expectation_error(run: RunDir, scheme: str, calibration: Calibration, option
     bad = check_replay(run.workers_of(scheme), res.workers[res.workers["scheme"].astype(str) == scheme],
                        run.label, max_bad_fraction=1.0)
     if bad > REPLAY_MAX_BAD_FRACTION:
-        return ControlVariateError.missing(f"the run's recorded delay_s differ from its replayed straggler draws in "
-                                           f"{bad:.0%} of worker-iterations (a run not driven by gcsim's keyed "
-                                           f"straggler streams)")
+        why = (f"the run's recorded delay_s differ from its replayed straggler draws in {bad:.0%} of "
+               f"worker-iterations (a run not driven by gcsim's keyed straggler streams)")
+        return ControlVariateError.missing(why), QuantileControlVariateError.missing(why)
     its = res.iterations
     replay = (drop_warmup(its[its["scheme"].astype(str) == scheme], warmup)
               .set_index("iteration")["duration_s"].reindex(observed["iteration"].to_numpy()).to_numpy(float))
     if not np.all(np.isfinite(replay)):
-        return ControlVariateError.missing("the replay of the run's draws lacks an observed iteration")
-    return control_variate_error(observed["duration_s"].to_numpy(float), replay, simulated_s,
-                                 confidence=options.confidence, n_resamples=options.n_resamples, seed=seed)
+        why = "the replay of the run's draws lacks an observed iteration"
+        return ControlVariateError.missing(why), QuantileControlVariateError.missing(why)
+    y = observed["duration_s"].to_numpy(float)
+    kw = dict(confidence=options.confidence, n_resamples=options.n_resamples, seed=seed)
+    return (control_variate_error(y, replay, simulated_s, **kw),
+            control_variate_quantile_error(y, replay, simulated_s, 0.95, **kw))
 
 
 def prediction_interval(err: float, lo: float, hi: float, drift: float) -> dict:
@@ -617,12 +627,14 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             drift = drift_half_width(run, sch, cal, options, sigma, w, simulate, dof) if predicting else float("nan")
             # predictions only: calibrated on the run itself the replay would track it by construction
             out_of_sample = sources is not None and all(run.path != src.path for src in sources)
-            expectation = (expectation_error(run, sch, cal, options, obs, sim_sample, w, simulate, seed=options.seed + k)
-                           if options.mode == "scenario" and options.control_variate and out_of_sample
-                           else ControlVariateError.missing(
-                               "paired mode" if options.mode != "scenario" else
-                               "--no-control-variate" if not options.control_variate else "in sample",
-                               asked=False))
+            if options.mode == "scenario" and options.control_variate and out_of_sample:
+                expectation, expectation_p95 = expectation_error(run, sch, cal, options, obs, sim_sample, w, simulate,
+                                                                 seed=options.seed + k)
+            else:
+                why = ("paired mode" if options.mode != "scenario" else
+                       "--no-control-variate" if not options.control_variate else "in sample")
+                expectation = ControlVariateError.missing(why, asked=False)
+                expectation_p95 = QuantileControlVariateError.missing(why)
             label = sch if counts[sch] == 1 else f"{sch} ({run.label})"
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
@@ -630,7 +642,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                           verdict=judge(cmp, options.bands), mode=options.mode,
                                           load_from=options.load_from, speed_from=options.speed_from,
                                           speed_cv=sigma if predicting else float("nan"), drift_half_width=drift,
-                                          expectation=expectation))
+                                          expectation=expectation, expectation_p95=expectation_p95))
             bar.update(1)
     finally:
         bar.close()
