@@ -76,7 +76,7 @@ def test_autocorrelated_residuals_widen_the_interval():
 def test_without_a_usable_control_it_says_so():
     y = np.linspace(0.2, 0.4, 50)
     flat = control_variate_error(y, np.full(50, 0.3), y)
-    assert np.isnan(flat.value) and np.isnan(flat.beta)
+    assert np.isnan(flat.value) and np.isnan(flat.beta) and flat.reason == "the replayed iteration times do not vary"
     few = control_variate_error(y[:MIN_PAIRS - 1], y[:MIN_PAIRS - 1], y)
     assert np.isnan(few.value)
     with pytest.raises(ValueError, match="aligned"):
@@ -138,7 +138,8 @@ def test_a_run_not_driven_by_the_keyed_draws_gets_no_control(tmp_path):
     from gcsim.compare.output import write_compare_outputs
     from gcsim.rundir import new_run_dir
     files = write_compare_outputs(result, new_run_dir(tmp_path / "cmp", root=tmp_path, prefix=""), command="test")
-    assert f"- gc-fr: {row['cv_note']}" in Path(files["report.md"]).read_text()
+    report = Path(files["report.md"]).read_text()
+    assert f"- gc-fr (mean): {row['cv_note']}" in report and f"- gc-fr (p95): {row['cv_p95_note']}" in report
 
 
 # ---- the p95 in expectation (control_variate_quantile_error) ----
@@ -156,7 +157,7 @@ def test_a_run_of_the_model_itself_has_no_quantile_error():
     c = _bimodal_model(np.random.default_rng(1), 200)
     res = control_variate_quantile_error(c, c, c, 0.95, n_resamples=200)
     assert res.value == 0.0 and res.observed_quantile_s == pytest.approx(np.quantile(c, 0.95))
-    assert res.beta == pytest.approx(1.0)  # Q_y and Q_C are the same in every resample
+    assert res.beta == pytest.approx(1.0)  # the paired slope of y on itself
 
 
 def test_the_p95_in_expectation_removes_the_draws_luck():
@@ -179,10 +180,39 @@ def test_the_p95_in_expectation_removes_the_draws_luck():
     assert np.std(cv) < np.std(raw) / 5
 
 
-def test_the_p95_in_expectation_refuses_too_few_pairs_and_a_bad_level():
+@pytest.mark.parametrize("p_slow", [0.04, 0.06])
+def test_the_p95_in_expectation_holds_beside_the_cliff(p_slow):
+    # 190 iterations and a slow share of 4 or 6 %: a run's raw p95 falls on either side of the cliff between
+    # ~0.3 s and ~1.3 s by luck (errors of -70 % or +250 %); the controlled one stays on the model's side even
+    # when no bootstrap resample of the run crosses the cliff (the slope comes from the paired iterations).
+    # Like the mean's, it scores the model (the truth: 1/1.1 - 1), not on which side of the cliff the
+    # prediction's own 950 fresh draws happened to put its p95.
+    from gcsim.compare.control_variate import control_variate_quantile_error
+    n, truth = 190, 1 / 1.1 - 1
+    raw, errs, covered = [], [], 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed + 100)
+        slow = rng.random(n) < p_slow
+        control = 0.3 + slow + 0.02 * rng.standard_normal(n)                 # the replay carries its own noise
+        observed = 1.1 * (0.3 + slow + 0.02 * rng.standard_normal(n))    # a machine 10 % slower than the model
+        fresh = 0.3 + (rng.random(5 * n) < p_slow) + 0.02 * rng.standard_normal(5 * n)
+        res = control_variate_quantile_error(observed, control, fresh, 0.95, n_resamples=300, seed=seed)
+        errs.append(res.value - truth)
+        covered += res.lo <= truth <= res.hi
+        raw.append(np.quantile(fresh, 0.95) / np.quantile(observed, 0.95) - 1 - truth)
+    assert max(abs(v) for v in errs) < 0.08 and abs(np.mean(errs)) < 0.01 and covered >= 27
+    assert max(abs(v) for v in raw) > 0.5  # the raw one jumps across the cliff
+
+
+def test_the_p95_in_expectation_refuses_too_few_pairs_a_flat_control_and_bad_arguments():
     from gcsim.compare.control_variate import MIN_PAIRS, control_variate_quantile_error
     c = np.linspace(0.1, 0.2, MIN_PAIRS - 1)
     res = control_variate_quantile_error(c, c, c, 0.95, n_resamples=50)
     assert np.isnan(res.value) and f"{MIN_PAIRS - 1} paired iterations" in res.reason
+    flat = control_variate_quantile_error(np.linspace(1, 2, 50), np.ones(50), np.linspace(1, 2, 50), 0.95,
+                                          n_resamples=50)
+    assert np.isnan(flat.value) and flat.reason == "the replayed iteration times do not vary"
     with pytest.raises(ValueError, match="q must be in"):
         control_variate_quantile_error(np.ones(20), np.ones(20), np.ones(20), 1.5)
+    with pytest.raises(ValueError, match="n_resamples must be >= 2"):
+        control_variate_quantile_error(c, c, c, 0.95, n_resamples=1)

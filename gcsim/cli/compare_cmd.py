@@ -182,13 +182,14 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     for note in result.window_notes:
         click.echo(f"note: {note}", err=True)
     for it in result.items:  # a prediction without its expectation for a reason the user did not choose
-        if it.expectation.failed:
-            click.echo(f"note: {it.label}: no mean error in expectation: {it.expectation.reason}", err=True)
+        for what, x in (("mean", it.expectation), ("p95", it.expectation_p95)):
+            if x.failed:
+                click.echo(f"note: {it.label}: no {what} error in expectation: {x.reason}", err=True)
     if result.ranking is not None:
         rk = result.ranking
         click.echo(f"ranking (fastest first): observed {' < '.join(rk.observed_order)}; predicted "
                    f"{' < '.join(rk.predicted_order)}; Kendall tau "
-                   + (f"{rk.tau:+.2f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means tie)")
+                   + (f"{rk.tau:+.2f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means all tie)")
                    + ("" if rk.same_order else "  ORDER DIFFERS"))
     click.echo(f"wrote {Path(files['report.md']).parent}")
     return 1 if (table["verdict"] == "fail").any() else 0

@@ -171,7 +171,8 @@ def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, 
         click.echo(f"{r.model:>14} {r.comparison:<28} worst |mean err| {r.worst_abs_mean_err:6.1%}  "
                    f"in expectation {'   -  ' if pd.isna(cv) else f'{cv:6.1%}'}  "
                    f"worst |p95 err| {r.worst_abs_p95_err:6.1%}  "
-                   f"in expectation {'   -  ' if pd.isna(cv95) else f'{cv95:6.1%}'}  tau {r.kendall_tau:+.2f}  "
+                   f"in expectation {'   -  ' if pd.isna(cv95) else f'{cv95:6.1%}'}  "
+                   f"tau {'  - ' if pd.isna(r.kendall_tau) else f'{r.kendall_tau:+.2f}'}  "
                    f"resolved pairs {_resolved_short(r)}  noise floor {r.noise_floor_mean_err:+.1%}")
     click.echo(f"wrote {result.files['protocol.md'].parent} (protocol.md, protocol.csv, protocol_summary.csv)")
     return 0

@@ -116,6 +116,35 @@ def _circular_blocks(rng: np.random.Generator, resamples: int, n: int, length: i
     return idx.reshape(resamples, k * length)[:, :n]
 
 
+def _checked_inputs(observed_s, control_s, simulated_s, confidence: float, n_resamples: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """``(y, c, e, reason)``: the finite aligned pairs and the finite simulated values as 1-D float
+    arrays, and why no estimate can be made from them (empty when one can).
+
+    Raises:
+        ValueError: ``observed_s`` and ``control_s`` differ in length, ``confidence`` is not in (0, 1) or
+            ``n_resamples < 2``.
+    """
+    y = np.asarray(observed_s, dtype=float).ravel()
+    c = np.asarray(control_s, dtype=float).ravel()
+    e = np.asarray(simulated_s, dtype=float).ravel()
+    if y.shape != c.shape:
+        raise ValueError(f"observed_s and control_s must be aligned, got {y.size} and {c.size} values")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if int(n_resamples) < 2:
+        raise ValueError(f"n_resamples must be >= 2, got {n_resamples!r}")
+    ok = np.isfinite(y) & np.isfinite(c)
+    y, c, e = y[ok], c[ok], e[np.isfinite(e)]
+    if y.size < MIN_PAIRS:
+        return y, c, e, f"{y.size} paired iterations (at least {MIN_PAIRS} needed)"
+    if e.size < 2:
+        return y, c, e, f"{e.size} simulated iterations (at least 2 needed)"
+    if not np.std(c) > _FLAT * np.mean(np.abs(c)):
+        return y, c, e, "the replayed iteration times do not vary"
+    return y, c, e, ""
+
+
 def _estimate(y: np.ndarray, c: np.ndarray, e_f: float) -> tuple[float, float, float]:
     """``(E_f / ŷ_cv − 1, β, ŷ_cv)`` for one sample."""
     var_c = float(np.var(c, ddof=1))
@@ -135,31 +164,23 @@ def control_variate_error(observed_s, control_s, simulated_s, *, confidence: flo
             prediction's calibration (aligned with ``observed_s``), seconds.
         simulated_s: ``(M,)`` the prediction's iteration times (fresh draws, replications pooled), seconds.
         confidence: level of the bootstrap percentile interval, in (0, 1).
-        n_resamples: bootstrap resamples, ``>= 1``.
+        n_resamples: bootstrap resamples, ``>= 2``.
         seed: bootstrap seed.
         block: iterations per block of the circular block bootstrap (``1``: iid resampling); at most
             a third of the pairs.
     Returns:
-        :class:`ControlVariateError`; all NaN when fewer than :data:`MIN_PAIRS` finite pairs remain or
-        the control does not vary.
+        :class:`ControlVariateError`; all NaN, with the reason, when fewer than :data:`MIN_PAIRS` finite
+        pairs or 2 simulated values remain, the control does not vary, or ``ŷ_cv`` is not positive.
     Raises:
-        ValueError: ``observed_s`` and ``control_s`` differ in length, or ``confidence`` is not in (0, 1).
+        ValueError: ``observed_s`` and ``control_s`` differ in length, ``confidence`` is not in (0, 1) or
+            ``n_resamples < 2``.
     """
-    y = np.asarray(observed_s, dtype=float).ravel()
-    c = np.asarray(control_s, dtype=float).ravel()
-    e = np.asarray(simulated_s, dtype=float).ravel()
-    if y.shape != c.shape:
-        raise ValueError(f"observed_s and control_s must be aligned, got {y.size} and {c.size} values")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    ok = np.isfinite(y) & np.isfinite(c)
-    y, c, e = y[ok], c[ok], e[np.isfinite(e)]
-    if y.size < MIN_PAIRS or e.size < 2:
-        return ControlVariateError.missing(f"{y.size} paired iterations, {e.size} simulated (at least "
-                                           f"{MIN_PAIRS} and 2 needed)")
-    if not np.std(c) > _FLAT * np.mean(np.abs(c)):
-        return ControlVariateError.missing("the replayed iteration times do not vary")
+    y, c, e, why = _checked_inputs(observed_s, control_s, simulated_s, confidence, n_resamples)
+    if why:
+        return ControlVariateError.missing(why)
     value, beta, y_cv = _estimate(y, c, float(e.mean()))
+    if not y_cv > 0:
+        return ControlVariateError.missing(f"the controlled mean is not positive ({y_cv:.3g} s)")
     rng = np.random.default_rng(seed)
     # the simulated mean's resampling law is normal (M is hundreds to thousands of iterations): its
     # standard error times a normal draw, instead of resampling M values B times
@@ -190,9 +211,10 @@ class QuantileControlVariateError:
     Attributes:
         value: ``ξ_f / ξ̂_cv − 1`` (dimensionless); NaN when it could not be computed (``reason`` says why).
         lo, hi: its circular-block bootstrap percentile interval.
-        beta: the control coefficient, ``cov(Q_y, Q_C) / var(Q_C)`` over the bootstrap resamples.
+        beta: the control coefficient, the paired iterations' slope ``cov(y, C) / var(C)``.
         observed_quantile_s: ``ξ̂_cv``, the run's quantile with the draws' luck taken out, seconds.
         reason: why there is none (empty when ``value`` was computed).
+        asked: as :class:`ControlVariateError` (False when the options chose none).
     """
 
     value: float
@@ -201,18 +223,25 @@ class QuantileControlVariateError:
     beta: float
     observed_quantile_s: float
     reason: str = ""
+    asked: bool = True
 
     @staticmethod
-    def missing(reason: str) -> "QuantileControlVariateError":
-        """All NaN, with why."""
+    def missing(reason: str, *, asked: bool = True) -> "QuantileControlVariateError":
+        """All NaN, with why (``asked=False`` when the options chose none)."""
         nan = float("nan")
-        return QuantileControlVariateError(nan, nan, nan, nan, nan, reason)
+        return QuantileControlVariateError(nan, nan, nan, nan, nan, reason, asked)
+
+    @property
+    def failed(self) -> bool:
+        """Asked for and not computed (``reason`` says why)."""
+        return self.asked and bool(self.reason)
 
     def as_row(self, name: str = "p95") -> dict:
         """``validation.csv`` columns ``err_<name>_cv``, ``err_<name>_cv_lo``, ``err_<name>_cv_hi``,
-        ``cv_<name>_beta``, ``obs_<name>_cv_s``."""
+        ``cv_<name>_beta``, ``obs_<name>_cv_s`` and ``cv_<name>_note`` (why there is none)."""
         return {f"err_{name}_cv": self.value, f"err_{name}_cv_lo": self.lo, f"err_{name}_cv_hi": self.hi,
-                f"cv_{name}_beta": self.beta, f"obs_{name}_cv_s": self.observed_quantile_s}
+                f"cv_{name}_beta": self.beta, f"obs_{name}_cv_s": self.observed_quantile_s,
+                f"cv_{name}_note": self.reason}
 
 
 def control_variate_quantile_error(observed_s, control_s, simulated_s, q: float = 0.95, *,
@@ -223,17 +252,24 @@ def control_variate_quantile_error(observed_s, control_s, simulated_s, q: float 
     prediction's calibration).
 
     With ``Q_y`` and ``Q_C`` the ``q``-quantiles of the run's iteration times and of their replay (the same
-    draws) and ``ξ_f`` the prediction's (fresh draws; the replay's quantile has the same expectation up to
-    the sample quantile's ``O(1/N)`` bias), the control-variate estimator of the run's quantile is
+    draws) and ``ξ_f`` the prediction's (fresh draws, the same model as the replay), the control-variate
+    estimator of the run's quantile is
 
-        ξ̂_cv = Q_y − β (Q_C − ξ_f),    β = cov(Q_y, Q_C) / var(Q_C)
+        ξ̂_cv = Q_y − β (Q_C − ξ_f),    β = cov(y, C) / var(C)  (the paired iterations' regression slope)
 
-    with the covariance taken over the bootstrap resamples (Hsu & Nelson, "Control variates for quantile
+    (a control variate on a quantile estimator: Hsu & Nelson, "Control variates for quantile
     estimation", Management Science 36(7), 1990); the error is ``ξ_f / ξ̂_cv − 1``. Where the run's draws
     put its p95 – with bimodal stragglers, on which side of the cliff between iterations with and without
-    an uncovered 1 s delay – the replay's p95 falls likewise, and the difference removes it. The interval
-    keeps ``β`` fixed (it is not refitted per resample: slightly narrow when ``β`` is poorly determined).
-    Quantiles are numpy's default (linear interpolation), as in the raw p95 error.
+    an uncovered 1 s delay – its replay's p95 falls likewise; ``Q_C − ξ_f`` is that luck in the model's
+    seconds and ``β`` turns it into the run's. ``β`` is the per-iteration slope, not the covariance of
+    the two sample quantiles: a run that drew too few slow iterations to reach the cliff has no resample
+    that crosses it, and the quantiles' covariance would then see only the noise within one mode.
+    The slope assumes the run's times respond to the draws along one line through both modes; when
+    the model's cliff is misplaced the estimate reflects that, which is what it scores. The sample
+    quantiles' ``O(1/N)`` bias cancels between ``Q_y`` and ``β·Q_C`` when ``β ≈ 1``. As with the mean, it
+    scores the model's quantile, not on which side of a cliff the prediction's own few fresh replications
+    happened to put theirs (``ξ_f`` enters both the estimate and the ratio). Quantiles are numpy's
+    default (linear interpolation), as in the raw p95 error.
 
     Args:
         observed_s: ``(N,)`` the run's iteration times after warm-up, seconds.
@@ -241,46 +277,39 @@ def control_variate_quantile_error(observed_s, control_s, simulated_s, q: float 
         simulated_s: ``(M,)`` the prediction's iteration times, seconds.
         q: the quantile, in (0, 1).
         confidence, n_resamples, seed, block: as :func:`control_variate_error` (circular blocks of
-            ``(y_i, C_i)`` pairs; the simulated sample resampled iid).
+            ``(y_i, C_i)`` pairs with ``β`` refitted in each; the simulated sample resampled iid).
     Returns:
-        :class:`QuantileControlVariateError`; NaN with a reason when fewer than :data:`MIN_PAIRS` pairs
-        remain.
+        :class:`QuantileControlVariateError`; NaN with the reason when fewer than :data:`MIN_PAIRS` pairs
+        or 2 simulated values remain, the control does not vary, or ``ξ̂_cv`` is not positive.
     Raises:
-        ValueError: ``observed_s`` and ``control_s`` differ in length, or ``q`` or ``confidence`` is not
-            in (0, 1).
+        ValueError: ``observed_s`` and ``control_s`` differ in length, ``q`` or ``confidence`` is not in
+            (0, 1), or ``n_resamples < 2``.
     """
-    y = np.asarray(observed_s, dtype=float).ravel()
-    c = np.asarray(control_s, dtype=float).ravel()
-    e = np.asarray(simulated_s, dtype=float).ravel()
-    if y.shape != c.shape:
-        raise ValueError(f"observed_s and control_s must be aligned, got {y.size} and {c.size} values")
-    for name, v in (("q", q), ("confidence", confidence)):
-        if not 0.0 < v < 1.0:
-            raise ValueError(f"{name} must be in (0, 1), got {v!r}")
-    ok = np.isfinite(y) & np.isfinite(c)
-    y, c, e = y[ok], c[ok], e[np.isfinite(e)]
-    if y.size < MIN_PAIRS or e.size < 2:
-        return QuantileControlVariateError.missing(f"{y.size} paired iterations, {e.size} simulated (at least "
-                                                   f"{MIN_PAIRS} and 2 needed)")
-    q_y, q_c, xi_f = (float(np.quantile(v, q)) for v in (y, c, e))
-    rng = np.random.default_rng(seed)
-    n_b = int(n_resamples)
-    qy_b, qc_b, xi_b = np.empty(n_b), np.empty(n_b), np.empty(n_b)
-    length = max(1, min(int(block), y.size // 3))
-    chunk = max(1, min(_CHUNK, int(4e6 // max(e.size, 1))))
-    for start in range(0, n_b, chunk):
-        stop = min(start + chunk, n_b)
-        i = _circular_blocks(rng, stop - start, y.size, length)
-        qy_b[start:stop] = np.quantile(y[i], q, axis=1)
-        qc_b[start:stop] = np.quantile(c[i], q, axis=1)
-        xi_b[start:stop] = np.quantile(e[rng.integers(0, e.size, (stop - start, e.size))], q, axis=1)
-    var_c = float(np.var(qc_b, ddof=1)) if n_b > 1 else 0.0
-    beta = float(np.cov(qy_b, qc_b, ddof=1)[0, 1] / var_c) if var_c > 0 else 0.0
-    xi_y = q_y - beta * (q_c - xi_f)
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q!r}")
+    y, c, e, why = _checked_inputs(observed_s, control_s, simulated_s, confidence, n_resamples)
+    if why:
+        return QuantileControlVariateError.missing(why)
+    xi_f = float(np.quantile(e, q))
+    beta = _estimate(y, c, float(e.mean()))[1]
+    xi_y = float(np.quantile(y, q)) - beta * (float(np.quantile(c, q)) - xi_f)
     if not xi_y > 0:
         return QuantileControlVariateError.missing(f"the controlled quantile is not positive ({xi_y:.3g} s)")
-    est_b = qy_b - beta * (qc_b - xi_b)
-    boot = np.where(est_b > 0, xi_b / np.where(est_b > 0, est_b, 1.0) - 1.0, np.nan)
+    rng = np.random.default_rng(seed)
+    boot = np.empty(int(n_resamples))
+    length = max(1, min(int(block), y.size // 3))
+    chunk = max(1, min(_CHUNK, int(4e6 // max(e.size, 1))))
+    for start in range(0, boot.size, chunk):
+        stop = min(start + chunk, boot.size)
+        i = _circular_blocks(rng, stop - start, y.size, length)
+        yb, cb = y[i], c[i]
+        mc = cb.mean(axis=1)
+        var_c = ((cb - mc[:, None]) ** 2).sum(axis=1)
+        cov = ((yb - yb.mean(axis=1)[:, None]) * (cb - mc[:, None])).sum(axis=1)
+        beta_b = np.divide(cov, var_c, out=np.zeros_like(cov), where=var_c > 0)
+        xi_b = np.quantile(e[rng.integers(0, e.size, (stop - start, e.size))], q, axis=1)
+        est = np.quantile(yb, q, axis=1) - beta_b * (np.quantile(cb, q, axis=1) - xi_b)
+        boot[start:stop] = np.where(est > 0, xi_b / np.where(est > 0, est, 1.0) - 1.0, np.nan)
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.nanquantile(boot, [alpha, 1.0 - alpha])
     return QuantileControlVariateError(value=xi_f / xi_y - 1.0, lo=float(lo), hi=float(hi), beta=beta,

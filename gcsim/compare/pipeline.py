@@ -203,7 +203,7 @@ class SchemeComparison:
     expectation: ControlVariateError = field(
         default_factory=lambda: ControlVariateError.missing("not computed", asked=False))
     expectation_p95: QuantileControlVariateError = field(
-        default_factory=lambda: QuantileControlVariateError.missing("not computed"))
+        default_factory=lambda: QuantileControlVariateError.missing("not computed", asked=False))
 
     def observed_sample(self) -> np.ndarray:
         """Observed iteration times after warm-up, seconds ``(N,)``."""
@@ -326,7 +326,8 @@ def check_replay(observed_workers: pd.DataFrame, simulated_workers: pd.DataFrame
     rel_tol·|obs|`` (the real executor records the delay it slept, not the exact draw).
 
     Returns:
-        the fraction of disagreeing rows.
+        the fraction of disagreeing rows; 1.0 when no row can be compared (no (iteration, worker) in
+        common, or no recorded delay).
     Raises:
         ConfigError: field ``--mode`` when more than ``max_bad_fraction`` of the rows disagree (the run
             was not driven by gcsim's keyed straggler streams with its recorded seed).
@@ -337,7 +338,7 @@ def check_replay(observed_workers: pd.DataFrame, simulated_workers: pd.DataFrame
     o, s = m["delay_s_obs"].to_numpy(float), m["delay_s_sim"].to_numpy(float)
     ok = np.isfinite(o)
     bad = ok & ~(np.abs(o - s) <= tol_s + rel_tol * np.abs(o))
-    frac = float(bad.sum() / max(ok.sum(), 1))
+    frac = float(bad.sum() / ok.sum()) if ok.any() else 1.0
     if frac > max_bad_fraction:
         raise ConfigError("--mode", f"scenario for run {run_label} (its recorded delay_s differ from the "
                           f"replayed draws in {frac:.0%} of worker-iterations)", "paired")
@@ -511,7 +512,7 @@ def expectation_error(run: RunDir, scheme: str, calibration: Calibration, option
     bad = check_replay(run.workers_of(scheme), res.workers[res.workers["scheme"].astype(str) == scheme],
                        run.label, max_bad_fraction=1.0)
     if bad > REPLAY_MAX_BAD_FRACTION:
-        why = (f"the run's recorded delay_s differ from its replayed straggler draws in {bad:.0%} of "
+        why = (f"the run's recorded delay_s differ from its replayed straggler draws in {bad:.1%} of "
                f"worker-iterations (a run not driven by gcsim's keyed straggler streams)")
         return ControlVariateError.missing(why), QuantileControlVariateError.missing(why)
     its = res.iterations
@@ -634,7 +635,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                 why = ("paired mode" if options.mode != "scenario" else
                        "--no-control-variate" if not options.control_variate else "in sample")
                 expectation = ControlVariateError.missing(why, asked=False)
-                expectation_p95 = QuantileControlVariateError.missing(why)
+                expectation_p95 = QuantileControlVariateError.missing(why, asked=False)
             label = sch if counts[sch] == 1 else f"{sch} ({run.label})"
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),

@@ -116,9 +116,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         "control variate – the run's draws replayed through the same calibration, ŷ = ȳ − β(C̄ − E_f), β fitted "
         "(`gcsim.compare.control_variate`; Lavenberg & Welch 1981, Law & Kelton §11.4). The same quantity as the "
         "mean error with a narrower CI; the prediction (fresh draws) is unchanged; `--no-control-variate` skips it. "
-        "The p95 in expectation uses the same replay as a binary control at the predicted p95: the run's "
-        "iterations reweighted so that the share the replay puts above the predicted p95 is the prediction's "
-        "(Hesterberg & Nelson 1998; `control_variate_quantile_error`).",
+        "The p95 in expectation uses the same replay: the run's p95 corrected by how far its replay's p95 fell "
+        "from the prediction's, `Q_y − β(Q_C − ξ_f)` with β the same per-iteration slope (Hsu & Nelson 1990; "
+        "`control_variate_quantile_error`).",
         "",
         "## Verdict",
         "",
@@ -142,7 +142,8 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         reasons = [f"- {r['label']}: {r['reason']}" for _, r in table.iterrows() if r["reason"]]
         if reasons:
             lines += ["Why not a clean pass:", "", *reasons, ""]
-        no_cv = [f"- {it.label}: {it.expectation.reason}" for it in result.items if it.expectation.failed]
+        no_cv = [f"- {it.label} ({what}): {x.reason}" for it in result.items
+                 for what, x in (("mean", it.expectation), ("p95", it.expectation_p95)) if x.failed]
         if no_cv:
             lines += ["No mean error in expectation:", "", *no_cv, ""]
     rk = result.ranking
@@ -152,7 +153,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
     else:
         lines += [f"- observed:  {' < '.join(rk.observed_order)}",
                   f"- predicted: {' < '.join(rk.predicted_order)}",
-                  f"- Kendall tau = {rk.tau:+.3f} ({'same order' if rk.same_order else 'ORDER DIFFERS'})."]
+                  "- Kendall tau = "
+                  + (f"{rk.tau:+.3f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means all tie)")
+                  + f" ({'same order' if rk.same_order else 'ORDER DIFFERS'})."]
         obs_mean = dict(zip(table["label"], table["obs_mean_s"]))
         for a, b in rk.discordant:
             gap = (obs_mean[b] - obs_mean[a]) / obs_mean[a]
