@@ -11,7 +11,8 @@ from gcsim.errors import ConfigError
 from gcsim.scenario import validate_scenario
 from gcsim.sim.engine import simulate
 from gcsim.study.protocol import (NoisyNeighbour, neighbour_needed, ProtocolOptions, compare_protocol, discordant_pairs,
-                                  iterations_for_half_width, plan_sequence, summarize_protocol)
+                                  iterations_for_half_width, plan_sequence, summarize_protocol,
+                                  comparison_rank)
 
 SCHEMES = [("uncoded", True), ("ignore-stragglers", False), ("gc-fr", True), ("gc-cr", True), ("pgc-fr", False)]
 
@@ -28,6 +29,12 @@ def test_sequence_brackets_with_the_calibration_scheme_and_shuffles_the_rest():
     assert len(orders) >= 4  # the order changes with the model and the seed
     only = plan_sequence(SCHEMES, ProtocolOptions(schemes=["gc-cr"]), 0)
     assert sorted(x for x, _ in only[1:-1]) == ["gc-cr", "gc-fr"]  # the coded source is added
+    # whatever the run order, the runs are compared in the scenario's order (the comparisons' seeds follow it)
+    names = [n for n, _ in SCHEMES]
+    for k in range(3):
+        seq = plan_sequence(SCHEMES, ProtocolOptions(seed=k), k)
+        assert [x for x, _ in sorted(seq, key=lambda it: comparison_rank(it, opts, names))] == [
+            "uncoded-a", "ignore-stragglers", "gc-fr", "gc-cr", "uncoded-b"]
     with pytest.raises(ConfigError, match=r"^--schemes: expected names from the scenario"):
         plan_sequence(SCHEMES, ProtocolOptions(schemes=["cce-cr"]), 0)
     with pytest.raises(ConfigError, match=r"^--coded-scheme"):

@@ -131,6 +131,19 @@ def _scenario_paths(options: ProtocolOptions) -> list[Path]:
     return [folder / name for name in DEFAULT_MODELS]
 
 
+def comparison_rank(item: tuple, options: ProtocolOptions, scenario_names: Sequence[str]) -> tuple[int, int]:
+    """Sort key of a ``(run label, …)`` item of :func:`plan_sequence` in the order the protocol compares
+    the runs: ``<calib>-a``, the others in the scenario's order, ``<calib>-b`` (independent of the
+    shuffled run order, so a comparison's seeds do not depend on it)."""
+    label = item[0]
+    calib = options.calibration_scheme
+    if label == f"{calib}-a":
+        return (0, 0)
+    if label == f"{calib}-b":
+        return (2, 0)
+    return (1, list(scenario_names).index(label) if label in scenario_names else len(scenario_names))
+
+
 def plan_sequence(scenario_schemes: Sequence[tuple[str, bool]], options: ProtocolOptions,
                   model_index: int) -> list[tuple[str, str]]:
     """``[(run label, scheme name), ...]`` in run order for one straggler model (module docstring).
@@ -774,15 +787,18 @@ def run_protocol(options: ProtocolOptions, *, command: str = "gcsim study --prot
                                   data_dir=None if options.data_dir is None else str(options.data_dir),
                                   max_train_samples=options.max_train_samples, eval_every=options.eval_every)
             resolved.append((label, spec))
-        models.append((Path(path), resolved))
+        models.append((Path(path), resolved, names))
     machine = describe_machine()
     t0 = time.monotonic()
-    if not _run_all(models, options, log):
+    if not _run_all([(p, seq) for p, seq, _ in models], options, log):
         return ProtocolResult("interrupted")
     log(f"runs done in {time.monotonic() - t0:.0f} s; predicting every scheme out of sample")
-    run_dirs = {p.stem: {label: Path(options.runs_root) / p.stem / label for label, _ in seq}
-                for p, seq in models}
-    exact = {spec.scheme: bool(scheme_class(spec.scheme).exact) for _, seq in models for _, spec in seq}
+    # compared in the scenario's order, whatever order the runs were made in: the comparisons' seeds
+    # (fresh draws of the calibrated-file simulations, bootstrap) follow this order
+    run_dirs = {p.stem: {label: Path(options.runs_root) / p.stem / label
+                         for label, _ in sorted(seq, key=lambda item: comparison_rank(item, options, names))}
+                for p, seq, names in models}
+    exact = {spec.scheme: bool(scheme_class(spec.scheme).exact) for _, seq, _ in models for _, spec in seq}
     table = compare_protocol(run_dirs, options, exact)
     summary = summarize_protocol(table, options.calibration_scheme, options.noisy_neighbour)
 
