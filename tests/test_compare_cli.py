@@ -70,10 +70,14 @@ def test_no_argument_form_compares_newest_runs_and_writes_outputs(root, tmp_path
 def test_explicit_run_with_calibrate_from_and_tight_band_fails(root, tmp_path, capsys):
     rc, out, err = _run(capsys, root / "real" / "gc-fr-20250102T000000Z", "--calibrate-from",
                         root / "real" / "uncoded-20250102T000000Z", "--mean-band", "0.0001", "--p95-band", "0.0001",
-                        "--out", tmp_path / "o", *FAST)
+                        "--no-control-variate", "--out", tmp_path / "o", *FAST)
     assert rc == 1 and "FAIL" in out and "calibrated from uncoded-20250102T000000Z" in out
     row = pd.read_csv(tmp_path / "o" / "validation.csv").iloc[0]
     assert row["calibrated_from"] == "uncoded-20250102T000000Z" and row["verdict"] == "fail"
+    report = (tmp_path / "o" / "report.md").read_text()
+    # the recorded command reruns: a flag is written as its own spelling, not "--control-variate False"
+    assert " --no-control-variate " in report and "--control-variate False" not in report
+    assert "Errors in expectation not computed (--no-control-variate)" in report
 
 
 def test_calibrate_from_other_n_is_refused_naming_n(root, tmp_path, capsys):

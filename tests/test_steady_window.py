@@ -43,7 +43,7 @@ def test_a_load_that_came_midway_is_left_out(tmp_path):
     assert win.kept_iterations == tuple(range(0, 90))  # the warm-up stays: the calibration drops it
     assert win.level_cores == pytest.approx(0.1)
     assert len(win.block_cores) == 10 and win.block_cores[:4] == pytest.approx([0.1] * 4)
-    assert "iterations 10–89; left out 90–199" in win.note and "1.00–1.00 cores against 0.10–0.10" in win.note
+    assert "iterations 10–89; left out 90–199" in win.note and "took 1.00 cores against 0.10 in the rest" in win.note
     # the load was still there at the end: the note does not claim it went
     assert "a load from iteration 90 to the end of the run" in win.note and "came and went" not in win.note
     restricted, notes = restrict_to_steady(run, WARMUP)

@@ -105,10 +105,11 @@ def _choice_options(command):
               "the calibration's, sigma_run x sqrt(1 + 1/R) for R calibration runs, sigma_run measured "
               "within each run (and between them when several are given).")
 @click.option("--control-variate/--no-control-variate", "control_variate", default=True, show_default=True,
-              help="Predictions (--calibrate-from, scenario mode): also estimate each mean error in expectation, "
-                   "the luck of the run's own straggler draws removed by a control variate (the run's draws replayed through the same "
-                   "calibration; validation.csv err_mean_cv, err_mean_cv_lo/hi, cv_beta; one more simulation "
-                   "per scheme).")
+              help="Predictions (--calibrate-from, scenario mode): also estimate each mean and p95 error in "
+                   "expectation, the luck of the run's own straggler draws removed by a control variate (the run's "
+                   "draws replayed through the same calibration; validation.csv err_mean_cv[_lo/_hi], cv_beta, "
+                   "err_p95_cv[_lo/_hi], cv_p95_beta, and cv_note / cv_p95_note saying why one is missing; one more "
+                   "simulation per scheme).")
 @_option("--bootstrap", "n_resamples", field="n_resamples", type=int,
          help="Bootstrap resamples per confidence interval.")
 @_option("--seed", field="seed", type=IntOption(0, 2**32 - 1),

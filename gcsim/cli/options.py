@@ -76,6 +76,11 @@ def command_line(ctx: click.Context, name: str, positional: list[str]) -> str:
             for v in value:
                 parts += [param.opts[0], str(v)]
             continue
+        if param.is_flag and isinstance(value, bool):  # --flag / --no-flag: the spelling that gives value
+            flags = param.opts if value else param.secondary_opts
+            if flags:
+                parts.append(flags[0])
+            continue
         parts += [param.opts[0], str(value)]
     return " ".join(shlex.quote(str(p)) for p in parts)
 

@@ -9,6 +9,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from gcsim.compare.control_variate import BLOCK_ITERATIONS
 from gcsim.compare.pipeline import CompareResult
 
 
@@ -32,7 +33,7 @@ def verdict_table(table: pd.DataFrame) -> str:
     """
     cols = [("scheme", "label"), ("verdict", "verdict"), ("basis", None), ("obs mean ms", None), ("sim mean ms", None),
             ("mean err [95% CI]", None), ("in expectation [95% CI]", None), ("prediction interval (drift)", None), ("obs p95 ms", None), ("sim p95 ms", None), ("p95 err [95% CI]", None),
-            ("p95 in expectation", None), ("W1/mean", None), ("KS", None)]
+            ("p95 err in expectation [95% CI]", None), ("W1/mean", None), ("KS", None)]
     rows = []
     for _, r in table.iterrows():
         rows.append([str(r["label"]), str(r["verdict"]).upper(), str(r.get("basis", "")), _ms(r["obs_mean_s"]),
@@ -107,7 +108,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         + ", ".join(f"{it.label}: {it.warmup}" for it in result.items) + " iterations.",
         f"- Bands: {bands}. **pass**: the {opt.confidence:.0%} bootstrap CI of every banded relative error "
         "(sim − obs)/obs lies inside its band; **warn**: the point estimates do but a CI does not; **fail**: otherwise.",
-        f"- Bootstrap: percentile, {opt.n_resamples} resamples, seeded (iterations treated as independent).",
+        f"- Bootstrap: percentile, {opt.n_resamples} resamples, seeded; the raw errors' treats iterations as "
+        f"independent, the errors in expectation resample blocks of {BLOCK_ITERATIONS} consecutive iterations "
+        "(the machine's speed wanders). Verdicts judge the raw errors.",
         "- Prediction interval (predictions only): the mean error's CI widened by the machine's CPU-speed drift "
         "measured on the calibration run(s) (`--speed-drift`, the drift in brackets: one standard deviation of "
         "the CPU per partition, measured on a few blocks of iterations: Student's t quantile) carried through the "
@@ -145,7 +148,12 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         no_cv = [f"- {it.label} ({what}): {x.reason}" for it in result.items
                  for what, x in (("mean", it.expectation), ("p95", it.expectation_p95)) if x.failed]
         if no_cv:
-            lines += ["No mean error in expectation:", "", *no_cv, ""]
+            lines += ["No error in expectation:", "", *no_cv, ""]
+        chosen = sorted({x.reason for it in result.items for x in (it.expectation, it.expectation_p95)
+                         if not x.asked and x.reason})
+        if chosen:
+            lines += [f"Errors in expectation not computed ({', '.join(chosen)}): they are made for predictions "
+                      "only (`--calibrate-from` another run, scenario mode).", ""]
     rk = result.ranking
     lines += ["## Scheme ranking (by mean iteration time, fastest first)", ""]
     if rk is None:

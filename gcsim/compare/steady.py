@@ -85,6 +85,12 @@ def _ranges(values: Sequence[int]) -> str:
     return ", ".join(out)
 
 
+def _span(cores: np.ndarray) -> str:
+    """``"0.21–0.44"`` (cores), or one value when the range collapses at two decimals."""
+    lo, hi = f"{float(np.min(cores)):.2f}", f"{float(np.max(cores)):.2f}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
 def block_other_cores(iterations: pd.DataFrame, warmup: int, block: int = BLOCK_ITERATIONS) -> list[tuple[list[int], float]]:
     """``[(iteration numbers, other-process cores), ...]`` per block of ``block`` iterations after the
     first ``warmup`` (by position); a last block shorter than half of ``block`` joins the one before.
@@ -146,8 +152,7 @@ def steady_window(run: RunDir, scheme: str, warmup: int) -> SteadyWindow:
     keep = cores <= limit
     if keep.all():
         return SteadyWindow(every, (), tuple(cores), level, "")
-    span = f"{cores[~keep].min():.2f}–{cores[~keep].max():.2f}"
-    rest = f"{cores[keep].min():.2f}–{cores[keep].max():.2f}"
+    span, rest = _span(cores[~keep]), _span(cores[keep])
     if keep.sum() < max(MIN_KEPT_BLOCKS, MIN_KEPT_FRACTION * len(blocks)):
         note = (f"{run.label}: the CPU other processes took changed throughout the run ({cores.min():.2f}–"
                 f"{cores.max():.2f} cores in {BLOCK_ITERATIONS}-iteration blocks); no steady part long "
