@@ -88,6 +88,9 @@ class Workload(_Model):
 
     ``background`` (needs ``cores``): CPU the workers' host gives to other, higher-priority processes
     (:class:`Background`); None = the workers have all ``cores``.
+
+    ``speed_variation``: the machine's speed, common to every worker, varying from iteration to
+    iteration (:class:`SpeedVariation`); None = the same speed in every iteration.
     """
 
     gradient_bytes: NonNegFinite
@@ -96,6 +99,27 @@ class Workload(_Model):
     cores: Optional[PosFinite] = None
     call_overhead: Optional[DistSpec] = None
     background: Optional["Background"] = None
+    speed_variation: Optional["SpeedVariation"] = None
+
+
+class SpeedVariation(_Model):
+    """The machine's speed, common to every worker of an iteration and drifting over iterations.
+
+    In iteration ``t`` every worker's CPU work – each partition's ``compute`` and the
+    ``call_overhead`` – is multiplied by ``f_t = exp(a_t - sd²/2)``, where ``a_t`` is a stationary
+    Gaussian AR(1) series: ``a_0 ~ N(0, sd²)``, ``a_t = lag1·a_{t-1} + sqrt(1 - lag1²)·sd·z_t``
+    (Box & Jenkins, Time Series Analysis, §3.2.4), so ``E[f_t] = 1`` and the mean work is unchanged.
+
+    ``sd``: standard deviation of ``log f_t`` (0.08 = about ±8 % from one iteration to another);
+    ``lag1``: correlation of ``a_t`` with ``a_{t-1}`` in ``[0, 1)`` (0: independent iterations; 0.8:
+    slow and fast stretches of ~10 iterations). A shared VM's CPU runs faster and slower in
+    stretches: every worker's clock then shows the same excess in the same iterations, which
+    independent per-partition draws cannot give (docs/validation/README.md, finding 22).
+    ``gcsim calibrate`` measures both from the workers' CPU clocks
+    (:func:`gcsim.compare.estimators.speed_variation`)."""
+
+    sd: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+    lag1: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.0
 
 
 class Background(_Model):

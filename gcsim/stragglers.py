@@ -12,6 +12,11 @@ whatever its load (paired comparisons; Law & Kelton, Simulation Modeling and Ana
 Persistent stragglers (Markov chain per worker, advanced in iteration order) follow the fail-slow
 picture of production clusters: a worker stays slow for a geometric number of iterations with mean
 ``1/p_leave``.
+
+The machine's speed factor (``workload.speed_variation``, :func:`speed_factors`) is one stationary
+AR(1) series over iterations, common to every worker, driven by its own stream
+``[seed, SPEED, iteration]``: it multiplies the compute and call-overhead draws and leaves every other
+draw as it was.
 """
 
 from __future__ import annotations
@@ -23,10 +28,40 @@ import numpy as np
 from gcsim import streams
 from gcsim.keyed_rng import grid_uniforms, keyed_uniforms, stream_keys
 from gcsim.latency import Distribution, build_distribution
-from gcsim.scenario import Stragglers
+from gcsim.scenario import SpeedVariation, Stragglers
 
 #: Worker index used for the master's stream (never a real worker index).
 MASTER_STREAM = streams.MASTER
+
+
+def speed_factors(spec: SpeedVariation | None, seed: int, iterations: int) -> np.ndarray:
+    """float64 ``(iterations,)``: the machine's speed factor ``f_t`` of iterations ``0 .. iterations-1``.
+
+    ``f_t = exp(a_t - sd²/2)`` with ``a`` the stationary Gaussian AR(1) series of
+    :class:`~gcsim.scenario.SpeedVariation` (``a_0 = sd·z_0``, ``a_t = lag1·a_{t-1} +
+    sqrt(1 - lag1²)·sd·z_t``; Box & Jenkins, Time Series Analysis, §3.2.4), ``z_t`` the standard normal
+    quantile of the first uniform of stream ``[seed, SPEED, t]``: ``E[f_t] = 1``, ``sd(log f_t) = sd``,
+    ``corr(log f_t, log f_{t-1}) = lag1``. All ones when ``spec`` is None or ``sd`` is 0. The first
+    ``k`` factors do not depend on ``iterations``.
+
+    Raises:
+        ValueError: ``iterations < 0``.
+    """
+    if iterations < 0:
+        raise ValueError(f"iterations: expected >= 0, got {iterations}")
+    if spec is None or spec.sd == 0 or iterations == 0:
+        return np.ones(int(iterations))
+    from scipy.special import ndtri
+
+    u = keyed_uniforms(stream_keys(seed, streams.SPEED, np.arange(int(iterations))), 1)[:, 0]
+    z = ndtri(np.clip(u, 1e-300, None))  # the uniforms lie in [0, 1): 0 would give -inf
+    rho, sd = float(spec.lag1), float(spec.sd)
+    a = np.empty(int(iterations))
+    a[0] = sd * z[0]
+    innovation = np.sqrt(1.0 - rho * rho) * sd
+    for t in range(1, int(iterations)):
+        a[t] = rho * a[t - 1] + innovation * z[t]
+    return np.exp(a - 0.5 * sd * sd)
 
 
 def worker_rng(seed: int, worker: int, iteration: int) -> np.random.Generator:
@@ -58,11 +93,12 @@ class DrawBlock:
         iterations: int ``(I,)``.
         delay_s, slowdown: float64 ``(I, n)``; slow: bool ``(I, n)`` (see :class:`StragglerDraw`).
         compute_s: float64 ``(I, n, P)``: base compute seconds of the q-th partition a worker computes
-            (before ``slowdown``); ``P = 0`` when no compute distribution was given. For a distribution
-            that consumes no uniforms (``constant``) a read-only broadcast view of its one value (strides 0:
-            memory does not grow with iterations × workers × partitions).
+            (before ``slowdown``, after the machine's speed factor of ``workload.speed_variation``);
+            ``P = 0`` when no compute distribution was given. For a distribution that consumes no
+            uniforms (``constant``) and no speed variation, a read-only broadcast view of its one value
+            (strides 0: memory does not grow with iterations × workers × partitions).
         call_overhead_s: float64 ``(I, n)``: per worker-iteration overhead seconds (the scenario's
-            ``workload.call_overhead``; zeros without one).
+            ``workload.call_overhead`` times the speed factor; zeros without one).
     """
 
     iterations: np.ndarray
@@ -84,6 +120,9 @@ class StragglerProcess:
             for :meth:`draw_block` with ``n_partitions > 0``.
         call_overhead: optional per worker-iteration overhead distribution (``workload.call_overhead``),
             drawn from a sub-stream ``default_rng([seed, w, t, 1])`` so it leaves every other draw as is.
+        speed_variation: optional machine speed factor (``workload.speed_variation``,
+            :func:`speed_factors`) multiplying the compute and call-overhead draws of every worker of an
+            iteration.
 
     ``draw(t)`` may be called in any order; the Markov state is advanced in iteration order from 0
     (cached), so ``draw(t)`` is the same whatever was drawn before.
@@ -98,7 +137,8 @@ class StragglerProcess:
     """
 
     def __init__(self, stragglers_spec: Stragglers | None, n_workers: int, seed: int,
-                 compute: Distribution | None = None, call_overhead: Distribution | None = None):
+                 compute: Distribution | None = None, call_overhead: Distribution | None = None,
+                 speed_variation: SpeedVariation | None = None):
         spec = stragglers_spec if stragglers_spec is not None else Stragglers()
         self.n, self.seed = int(n_workers), int(seed)
         self.delay = build_distribution(spec.delay) if spec.delay is not None else None
@@ -117,6 +157,19 @@ class StragglerProcess:
         self._nu_compute = compute.n_uniforms if compute is not None else 0
         self._head = 1 + self._nu_delay + self._nu_slow  # Markov uniform first
         self._slow_states: list[np.ndarray] = []  # Markov state per iteration, in order
+        self.speed_variation = speed_variation if speed_variation is not None and speed_variation.sd > 0 else None
+        self._speed = np.ones(0)  # speed factors of iterations 0 .. len - 1 (grown by doubling)
+
+    def speed_factor(self, iterations) -> np.ndarray:
+        """float64 ``(I,)``: the machine's speed factor of each of ``iterations`` (:func:`speed_factors`;
+        ones without ``speed_variation``)."""
+        its = np.asarray(iterations, dtype=np.int64)
+        if self.speed_variation is None or its.size == 0:
+            return np.ones(its.shape)
+        need = int(its.max()) + 1
+        if need > self._speed.size:
+            self._speed = speed_factors(self.speed_variation, self.seed, max(need, 2 * self._speed.size))
+        return self._speed[its]
 
     # ----------------------------------------------------------------- uniforms
     def _uniforms(self, iterations: np.ndarray, n_partitions: int, start: int = 0) -> np.ndarray:
@@ -191,6 +244,10 @@ class StragglerProcess:
             overhead = self.call_overhead.from_uniform(ou)
         else:
             overhead = np.zeros((I, self.n))
+        if self.speed_variation is not None and I:
+            f = self.speed_factor(its)
+            compute = np.broadcast_to(compute, (I, self.n, compute.shape[2])) * f[:, None, None]
+            overhead = overhead * f[:, None]
         return DrawBlock(iterations=its, delay_s=np.asarray(delay, dtype=np.float64),
                          slowdown=np.asarray(slowdown, dtype=np.float64), slow=slow,
                          compute_s=np.asarray(compute, dtype=np.float64),

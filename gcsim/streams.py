@@ -14,6 +14,8 @@ straggler overlay  ``[seed, worker, iteration, 1]``              persistent-stra
 master             ``[seed, MASTER, iteration]``                 ``master.decode_s``
 dispatch           ``[seed, DISPATCH, iteration]``               ``network.dispatch`` (:mod:`gcsim.sim.engine`)
 background         ``[seed, BACKGROUND, iteration]``             ``workload.background`` draws
+speed              ``[seed, SPEED, iteration]``                  ``workload.speed_variation``: the machine's
+                                                                 speed factor (:mod:`gcsim.stragglers`)
 replay             ``[seed, REPLAY, 0, worker]`` /               trace replay column / block starts
                    ``[seed, REPLAY, 1, block]``                  (:mod:`gcsim.replay`)
 sampler            ``[seed, SAMPLER]`` /                         the real run's training-set permutation /
@@ -35,8 +37,9 @@ REPLAY = 2**32 - 2
 DISPATCH = 0xD15FA7C4
 BACKGROUND = 0xB6C0C0E5
 SAMPLER = 0x5A4D
+SPEED = 0x5BEEDF00
 
 #: name -> tag of every tagged stream
-TAGS = {"master": MASTER, "replay": REPLAY, "dispatch": DISPATCH, "background": BACKGROUND, "sampler": SAMPLER}
+TAGS = {"master": MASTER, "replay": REPLAY, "dispatch": DISPATCH, "background": BACKGROUND, "sampler": SAMPLER, "speed": SPEED}
 
-__all__ = ["BACKGROUND", "DISPATCH", "MASTER", "MAX_WORKERS", "REPLAY", "SAMPLER", "TAGS"]
+__all__ = ["BACKGROUND", "DISPATCH", "MASTER", "MAX_WORKERS", "REPLAY", "SAMPLER", "SPEED", "TAGS"]

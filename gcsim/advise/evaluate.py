@@ -45,7 +45,8 @@ class Draws:
         n, I = sc.n_workers, sc.iterations
         overhead = sc.workload.call_overhead
         self.process = StragglerProcess(sc.stragglers, n, sc.seed, compute=build_distribution(sc.workload.compute),
-                                        call_overhead=build_distribution(overhead) if overhead is not None else None)
+                                        call_overhead=build_distribution(overhead) if overhead is not None else None,
+                                        speed_variation=sc.workload.speed_variation)
         dd = build_distribution(sc.master.decode_s)
         self.decode_all = np.asarray(dd.from_uniform(master_uniforms(sc.seed, np.arange(I), dd.n_uniforms)),
                                      dtype=np.float64).reshape(I)

@@ -110,6 +110,11 @@ def _choice_options(command):
                    "draws replayed through the same calibration; validation.csv err_mean_cv[_lo/_hi], cv_beta, "
                    "err_p95_cv[_lo/_hi], cv_p95_beta, and cv_note / cv_p95_note saying why one is missing; one more "
                    "simulation per scheme).")
+@click.option("--speed-variation/--no-speed-variation", "speed_variation", default=True, show_default=True,
+              help="With --cpu-source measured: model the machine's speed shared by every worker of an iteration "
+                   "and drifting over iterations (workload.speed_variation: sd and lag-1 autocorrelation of the "
+                   "common part of the workers' CPU per partition, measured on their clocks); off: every "
+                   "partition's work drawn independently.")
 @_option("--bootstrap", "n_resamples", field="n_resamples", type=int,
          help="Bootstrap resamples per confidence interval.")
 @_option("--seed", field="seed", type=IntOption(0, 2**32 - 1),
@@ -118,8 +123,8 @@ def _choice_options(command):
               help=f"Output directory (default {DEFAULT_COMPARE_ROOT}/<UTC timestamp>/).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
-            load_from, speed_from, background, calibration_window, speed_drift, control_variate, n_resamples, seed,
-            out_dir, progress):
+            load_from, speed_from, background, calibration_window, speed_drift, control_variate, speed_variation,
+            n_resamples, seed, out_dir, progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -151,7 +156,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
                              load_from=load_from, speed_from=speed_from, background=background,
                              speed_drift=_speed_drift(speed_drift), calibration_window=calibration_window,
-                             control_variate=control_variate)
+                             control_variate=control_variate, speed_variation=speed_variation)
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:

@@ -88,6 +88,8 @@ from gcsim.compare.rundir import RunDir
 from gcsim.compare.run_facts import (cancel_granularity, message_bytes, recorded_cores, require_same_n, run_cores,
                                      scheme_spec)
 from gcsim.compare.scenario_build import build_scenario, scenario_data
+from gcsim.compare.speed_variation import (SpeedVariationFit, fit_speed_variation, remove_iteration_factor,
+                                           speed_moments)
 from gcsim.errors import RunDirError
 
 
@@ -113,6 +115,10 @@ class Calibration:
             ``notes``), set by :meth:`with_window_notes`.
         background_fit: the :class:`gcsim.compare.worker_share.BackgroundFit` behind
             ``background_wait_cores`` when it was fitted to one run's workers' CPU clocks, else None.
+        speed_variation: the machine's speed common to every worker of an iteration
+            (:class:`gcsim.compare.speed_variation.SpeedVariationFit`, from the workers' CPU clocks;
+            ``compute_values_s`` and ``overhead_values_s`` then have each iteration's factor divided
+            out), or None when not modelled.
     """
 
     source: tuple[str, ...]
@@ -134,6 +140,11 @@ class Calibration:
     background_per_payload_byte_cpu_s: float | None = None
     window_notes: tuple[str, ...] = ()
     background_fit: object | None = None
+    speed_variation: SpeedVariationFit | None = None
+
+    def speed_spec(self) -> dict | None:
+        """``workload.speed_variation`` of the scenario (``{sd, lag1}``), or None when not modelled."""
+        return self.speed_variation.spec() if self.speed_variation is not None else None
 
     def with_window_notes(self, notes: Sequence[str]) -> "Calibration":
         """This calibration with the steady window's ``notes`` recorded (in ``notes`` and ``window_notes``)."""
@@ -211,6 +222,8 @@ class Calibration:
             "background_finish_cores": self.background_finish_cores,
             "background_per_iteration_cpu_s": self.background_per_iteration_cpu_s,
             "background_per_payload_byte_cpu_s": self.background_per_payload_byte_cpu_s,
+            "speed_variation_sd": self.speed_variation.sd if self.speed_variation is not None else None,
+            "speed_variation_lag1": self.speed_variation.lag1 if self.speed_variation is not None else None,
         }
 
 
@@ -239,7 +252,8 @@ class _Samples:
     Attributes:
         n_workers: ``n`` of every run. cores: the shared cores (None: no contention modelled).
         warmup: iterations dropped at the start of every scheme. use_measured: CPU from the workers'
-            clocks (:func:`measured_cpu`) instead of de-contended wall time.
+            clocks (:func:`measured_cpu`) instead of de-contended wall time. speed_variation: with
+            ``use_measured``, model the machine's per-iteration speed (:mod:`gcsim.compare.speed_variation`).
     """
 
     n_workers: int
@@ -258,6 +272,8 @@ class _Samples:
     background_its: list = field(default_factory=list)  # iterations.csv rows (other-process CPU)
     background_bytes: list = field(default_factory=list)  # per iteration, bytes of every worker's replies
     n_measured: int = 0  # worker rows with compute_cpu_s
+    speed_variation: bool = False
+    speed: list = field(default_factory=list)  # SpeedMoments per (run, scheme) (measured CPU)
 
     def add_run(self, run: RunDir, schemes: Sequence[str]) -> None:
         """Add the samples of ``schemes`` of ``run``."""
@@ -318,6 +334,11 @@ class _Samples:
             idle_all = worker_idle_s(all_rows, run.iterations_of(sch))
             self.idle_s.append(idle_all[all_rows.index.isin(wk.index)][np.isfinite(over_s)])
             self.n_measured += int(np.isfinite(pd.to_numeric(wk["compute_cpu_s"], errors="coerce")).sum())
+            if self.speed_variation:  # the iteration's shared factor is drawn again by the simulator
+                self.speed.append(speed_moments(wk))
+                # the per-call CPU is kept as measured: ~5 % of the work, and a factor estimated from
+                # the partitions would add their noise to it
+                (cpu_s,) = remove_iteration_factor(wk, cpu_s)
         else:
             cpu_s, over_s = dec.partitions_s, dec.overhead_s
         self.overhead_s.append(over_s[np.isfinite(over_s)])
@@ -437,7 +458,8 @@ class _Samples:
 
 
 def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[str]] | None = None,
-              warmup: int = 0, contention: bool = True, use_measured_cpu: bool = False) -> Calibration:
+              warmup: int = 0, contention: bool = True, use_measured_cpu: bool = False,
+              speed_variation: bool = True) -> Calibration:
     """Calibrate compute, transfer and master overhead from measured run(s).
 
     Args:
@@ -449,6 +471,10 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         use_measured_cpu: take per-partition CPU work and per-call overhead from the workers' own CPU
             clocks (``compute_cpu_s``, ``cpu_s``; trace version 2) where present, instead of the
             de-contended wall time (needs ``contention``).
+        speed_variation: with ``use_measured_cpu``, split the workers' CPU per partition into a part
+            every worker of an iteration shares (the machine's speed, an AR(1) over iterations) and
+            each worker's own (:mod:`gcsim.compare.speed_variation`); False: every partition drawn
+            independently from the pooled values.
     Returns:
         :class:`Calibration`.
     Raises:
@@ -460,7 +486,8 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     for r in runs[1:]:
         require_same_n(runs[0], r)
     cores = run_cores(runs[0]) if contention else None
-    samples = _Samples(n_workers=n, cores=cores, warmup=warmup, use_measured=use_measured_cpu)
+    samples = _Samples(n_workers=n, cores=cores, warmup=warmup, use_measured=use_measured_cpu,
+                       speed_variation=bool(speed_variation and use_measured_cpu and cores is not None))
     for run in runs:
         samples.add_run(run, (schemes or {}).get(run.label, run.schemes))
     where = runs[0].path
@@ -473,7 +500,10 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         notes.append(f"{n_cens} of {n_rows} compute times right-censored (cancelled): Kaplan–Meier estimate")
     over, idle_rate = samples.per_call_cpu(notes)
     bg_wait, bg_fin, bg_it, bg_byte = samples.background(idle_rate, notes)
-    return Calibration(dispatch_values_s=samples.dispatch_values(), source=tuple(r.label for r in runs), n_workers=n,
+    speed = fit_speed_variation(samples.speed) if samples.speed_variation else None
+    if speed is not None:
+        notes.append(speed.describe())
+    return Calibration(speed_variation=speed, dispatch_values_s=samples.dispatch_values(), source=tuple(r.label for r in runs), n_workers=n,
                        compute_values_s=compute, n_compute_rows=n_rows, n_censored=n_cens, transfer=transfer,
                        master_values_s=m, start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0,
                        notes=tuple(notes), cores=cores, overhead_values_s=np.maximum(over, 0.0),

@@ -119,6 +119,10 @@ class CompareOptions:
             target): also estimate each prediction's mean error *in expectation*, the luck of the
             target run's straggler draws removed by a control variate
             (:mod:`gcsim.compare.control_variate`; one more simulation per target, replaying its draws).
+        speed_variation: with ``cpu_source="measured"``: model the machine's speed common to every
+            worker of an iteration, drifting over iterations (``workload.speed_variation``, calibrated
+            from the workers' CPU clocks: :mod:`gcsim.compare.speed_variation`); False: every partition's
+            work drawn independently.
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -137,6 +141,7 @@ class CompareOptions:
     speed_drift: float | str = "auto"
     calibration_window: Literal["steady", "all"] = "steady"
     control_variate: bool = True
+    speed_variation: bool = True
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -573,7 +578,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             require_same_n(sources[0], run)
         w_src = min(_warmup_for(src, s, options.warmup) for src in sources for s in src.schemes)
         sources, window_notes = calibration_runs(sources, options.calibration_window, w_src)
-        shared = calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured")
+        shared = calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured",
+                           speed_variation=options.speed_variation)
         shared = _fit_background(sources, shared, options, w_src, simulate)
         shared = shared.with_window_notes(window_notes)
         calibrations["+".join(shared.source)] = shared
@@ -593,7 +599,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         for k, (run, sch) in enumerate(work):
             w = _warmup_for(run, sch, options.warmup)
             if sources is None:
-                cal = calibrate(run, schemes={run.label: [sch]}, warmup=w, use_measured_cpu=options.cpu_source == "measured")
+                cal = calibrate(run, schemes={run.label: [sch]}, warmup=w, use_measured_cpu=options.cpu_source == "measured",
+                                speed_variation=options.speed_variation)
                 cal = _fit_background(run, cal, options, w, simulate, scheme=sch)
                 calibrations[f"{run.label}:{sch}"] = cal
             else:

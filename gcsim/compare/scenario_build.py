@@ -47,6 +47,8 @@ def scenario_data(run: RunDir, scheme: str, calibration: "Calibration", *, seed:
         workload["call_overhead"] = calibration.overhead_spec(permutation_seed)
         if calibration.background_spec() is not None:
             workload["background"] = calibration.background_spec()
+    if calibration.speed_spec() is not None:
+        workload["speed_variation"] = calibration.speed_spec()
     data.update(
         name=name,
         schemes=[scheme_spec(run, scheme)],

@@ -160,6 +160,17 @@ def _probe_lines(runs: list[RunDir]) -> list[str]:
             "    on a machine (or day) whose probe differs, scale workload.compute by new probe / this one"]
 
 
+def _speed_lines(cal: Calibration) -> list[str]:
+    """The calibrated YAML's comment on ``workload.speed_variation`` (none when not modelled)."""
+    sv = cal.speed_variation
+    if sv is None or sv.spec() is None:
+        return []
+    return [f"  workload.speed_variation: the machine's speed, shared by every worker of an iteration: sd {sv.sd:.3f}"
+            f" of log(CPU per partition) from iteration to iteration, lag-1 autocorrelation {sv.lag1:.2f}",
+            f"    ({sv.n_iterations} iterations of the workers' CPU clocks; each worker's own part, sd "
+            f"{sv.sd_within:.3f}, stays in workload.compute; set sd: 0 for a machine whose speed holds still)"]
+
+
 def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
     d = cal.describe()
     run = runs[0]
@@ -179,6 +190,7 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         + (", from the workers' CPU clocks)" if _uses_measured_cpu(run) else ", de-contended wall time)"),
         *_probe_lines(runs),
         f"  workload.call_overhead: per-call CPU besides the partitions, mean {d['call_overhead_mean_s'] * 1e3:.2f} ms",
+        *_speed_lines(cal),
         f"  workload.cores: {d['cores']} (the cores the workers shared)" if d["cores"] is not None
         else "  workload.cores: unset (every worker had a core of its own)",
     ]

@@ -159,7 +159,8 @@ def simulate(scenario: Scenario, *, schemes: Sequence[str] | None = None, iterat
         max_load = max(max_load, sch.computation_load)
     overhead = sc.workload.call_overhead
     process = StragglerProcess(sc.stragglers, n, sc.seed, compute=build_distribution(sc.workload.compute),
-                               call_overhead=build_distribution(overhead) if overhead is not None else None)
+                               call_overhead=build_distribution(overhead) if overhead is not None else None,
+                               speed_variation=sc.workload.speed_variation)
     block = process.draw_block(range(I), max_load)
     decode_dist = build_distribution(sc.master.decode_s)
     decode_s = np.array([decode_dist.from_uniform(master_rng(sc.seed, t).random((1, decode_dist.n_uniforms)))[0]

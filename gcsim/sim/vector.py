@@ -547,7 +547,8 @@ def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None,
     max_load = max([max_load] + [sch.computation_load for sch in built.values()])
     overhead = sc.workload.call_overhead
     process = StragglerProcess(sc.stragglers, n, sc.seed, compute=build_distribution(sc.workload.compute),
-                               call_overhead=build_distribution(overhead) if overhead is not None else None)
+                               call_overhead=build_distribution(overhead) if overhead is not None else None,
+                               speed_variation=sc.workload.speed_variation)
     decode_dist = build_distribution(sc.master.decode_s)
     decode_all = np.asarray(decode_dist.from_uniform(master_uniforms(sc.seed, np.arange(I), decode_dist.n_uniforms)),
                             dtype=np.float64).reshape(I)
@@ -555,7 +556,8 @@ def simulate_vector(scenario: Scenario, *, schemes: Sequence[str] | None = None,
 
     net = sc.network
     model_s = net.latency_s + sc.workload.model_bytes / net.bandwidth_bytes_per_s
-    step = block_iterations(n, max_load if process.compute is not None and process.compute.n_uniforms else 0)
+    drawn = process.compute is not None and (process.compute.n_uniforms or process.speed_variation is not None)
+    step = block_iterations(n, max_load if drawn else 0)  # a speed factor makes even a constant compute an array
     with iteration_ticker(progress, I * len(built), "simulate (vector)") as tick:
         for a in range(0, I, step):
             its = np.arange(a, min(I, a + step))

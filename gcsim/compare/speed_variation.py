@@ -1,0 +1,194 @@
+"""The machine's speed common to every worker of an iteration, from the workers' own CPU clocks.
+
+On a shared VM the CPU-seconds a partition takes rise and fall for every worker at once, in stretches
+of iterations (docs/validation/README.md, finding 22: in the committed passes the per-iteration common
+part of ``log(CPU per partition)`` has a standard deviation of 5-10 %, as large as the spread between
+the workers of one iteration, and a lag-1 autocorrelation of 0.4-0.9). Drawing every partition
+independently from the pooled values keeps the spread but loses that it is shared: an iteration in a
+slow stretch is slow for all workers, so the order statistic a coded scheme waits for moves with it.
+
+Model (a one-way random-effects decomposition with an AR(1) iteration effect; Searle, Casella &
+McCulloch, Variance Components, 1992, §3.5; Box & Jenkins, Time Series Analysis, §3.2.4)::
+
+    log c[t, w] = mu + a_t + e[t, w],   a_t stationary AR(1) (sd_a, lag1),   e i.i.d. (sd_e)
+
+with ``c[t, w]`` the CPU-seconds per partition of worker ``w`` in iteration ``t`` (``compute_cpu_s /
+n_partitions`` of the rows that sent). Estimates, with ``m_t`` the mean of the ``k_t`` rows' logs:
+
+* ``sd_e² = Σ (log c - m_t)² / Σ (k_t - 1)`` (the within-iteration mean square);
+* ``sd_a² = var(m_t) - sd_e² · mean(1 / k_t)`` (``m_t`` carries ``e``'s mean besides ``a_t``);
+* ``lag1 = cov(m_t, m_{t+1}) / sd_a²`` over consecutive iterations (``e`` is independent between
+  iterations, so the lag-1 covariance of ``m`` is that of ``a``), clipped to ``[0, MAX_LAG1]``.
+
+The calibration divides each row's partition CPU by its iteration's factor ``exp(m_t - mean m)``
+(scaled back to the same mean) before the per-partition distribution is formed (the per-call CPU, ~5 %
+of the work, is kept as measured), and the simulator multiplies
+every worker's work in iteration ``t`` by a fresh AR(1) factor with the estimated ``sd_a`` and
+``lag1`` (``workload.speed_variation``, :func:`gcsim.stragglers.speed_factors`), so the variance is
+counted once and the shared part is shared again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+#: the largest lag-1 autocorrelation estimated (an AR(1) at 1 would never return to its mean)
+MAX_LAG1 = 0.95
+#: fewest iterations with >= 2 finished rows for an estimate
+MIN_ITERATIONS = 10
+_COMPLETED = ("arrived", "late")
+
+
+@dataclass(frozen=True)
+class SpeedMoments:
+    """What one (run, scheme) contributes to the pooled estimate (sums over its iterations with at
+    least two finished rows; logs of CPU-seconds per partition).
+
+    Attributes:
+        n_iterations: iterations used, ``N``.
+        ss_between: ``Σ_t (m_t - mean m)²``.
+        ss_within: ``Σ_{t,w} (log c - m_t)²``; df_within: ``Σ_t (k_t - 1)``.
+        inv_k_sum: ``Σ_t 1 / k_t``.
+        lag_products: ``Σ (m_t - mean m)(m_{t+1} - mean m)`` over consecutive iterations both used;
+            n_lag_pairs: how many such pairs.
+    """
+
+    n_iterations: int
+    ss_between: float
+    ss_within: float
+    df_within: int
+    inv_k_sum: float
+    lag_products: float
+    n_lag_pairs: int
+
+
+@dataclass(frozen=True)
+class SpeedVariationFit:
+    """The pooled estimate (module docstring).
+
+    Attributes:
+        sd: standard deviation of the common log-factor ``a_t`` (0 when the estimate is negative or
+            there were too few iterations); lag1: its lag-1 autocorrelation in ``[0, MAX_LAG1]``.
+        sd_within: standard deviation of the per-worker part ``e``.
+        n_iterations: iterations the estimate used (0: none, ``sd`` is then 0).
+    """
+
+    sd: float
+    lag1: float
+    sd_within: float
+    n_iterations: int
+
+    def spec(self) -> dict | None:
+        """``workload.speed_variation`` of a scenario (``{sd, lag1}``), or None when ``sd`` is 0."""
+        if not self.sd > 0:
+            return None
+        return {"sd": round(float(self.sd), 6), "lag1": round(float(self.lag1), 6)}
+
+    def describe(self) -> str:
+        """One line for notes and the calibrated YAML's comments."""
+        if self.n_iterations == 0:
+            return "machine speed per iteration: not measured (no CPU clocks, or too few iterations)"
+        return (f"machine speed per iteration (workers' CPU clocks, {self.n_iterations} iterations): the part every "
+                f"worker shares has sd {self.sd * 100:.1f} % and lag-1 autocorrelation {self.lag1:.2f}; each "
+                f"worker's own part sd {self.sd_within * 100:.1f} %")
+
+
+def _finished_logs(workers: pd.DataFrame) -> pd.DataFrame:
+    """``iteration``, ``log_cpu`` of the rows that sent and carry a CPU clock (empty without one)."""
+    if "compute_cpu_s" not in workers or len(workers) == 0:
+        return pd.DataFrame({"iteration": pd.Series(dtype=int), "log_cpu": pd.Series(dtype=float)})
+    cpu = pd.to_numeric(workers["compute_cpu_s"], errors="coerce").to_numpy(float)
+    parts = pd.to_numeric(workers["n_partitions"], errors="coerce").to_numpy(float)
+    done = workers["status"].astype(str).isin(_COMPLETED).to_numpy()
+    ok = done & np.isfinite(cpu) & (cpu > 0) & np.isfinite(parts) & (parts > 0)
+    return pd.DataFrame({"iteration": workers["iteration"].to_numpy()[ok].astype(int),
+                         "log_cpu": np.log(cpu[ok] / parts[ok])})
+
+
+def iteration_log_factors(workers: pd.DataFrame) -> pd.Series:
+    """``m_t - mean m`` per iteration with at least two finished rows (index: iteration): the log of
+    the factor by which iteration ``t``'s work per partition exceeded the run's typical one.
+
+    Args:
+        workers: workers.csv rows of one scheme (columns ``iteration``, ``status``, ``n_partitions``,
+            ``compute_cpu_s``), already restricted to the iterations wanted.
+    Returns:
+        float Series (empty when the rows carry no CPU clock).
+    """
+    logs = _finished_logs(workers)
+    g = logs.groupby("iteration")["log_cpu"]
+    m = g.mean()[g.size() >= 2]
+    return (m - m.mean()) if len(m) else m
+
+
+def speed_moments(workers: pd.DataFrame) -> SpeedMoments:
+    """The sums of :class:`SpeedMoments` from one scheme's rows (``workers`` as in
+    :func:`iteration_log_factors`)."""
+    logs = _finished_logs(workers)
+    g = logs.groupby("iteration")["log_cpu"]
+    k = g.size()
+    keep = k[k >= 2].index
+    logs = logs[logs["iteration"].isin(keep)]
+    if logs.empty:
+        return SpeedMoments(0, 0.0, 0.0, 0, 0.0, 0.0, 0)
+    g = logs.groupby("iteration")["log_cpu"]
+    m, k = g.mean(), g.size()
+    within = logs["log_cpu"].to_numpy() - g.transform("mean").to_numpy()
+    dev = m - m.mean()
+    nxt = dev.reindex(dev.index + 1).to_numpy()
+    pair = np.isfinite(nxt)
+    return SpeedMoments(n_iterations=int(len(m)), ss_between=float((dev ** 2).sum()),
+                        ss_within=float((within ** 2).sum()), df_within=int((k - 1).sum()),
+                        inv_k_sum=float((1.0 / k).sum()), lag_products=float((dev.to_numpy()[pair] * nxt[pair]).sum()),
+                        n_lag_pairs=int(pair.sum()))
+
+
+def fit_speed_variation(moments: list[SpeedMoments]) -> SpeedVariationFit:
+    """Pool the moments of several (run, scheme)s into :class:`SpeedVariationFit` (module docstring);
+    each keeps its own mean (a drift between runs is not speed variation within one)."""
+    n = sum(mo.n_iterations for mo in moments)
+    df_between = sum(mo.n_iterations - 1 for mo in moments if mo.n_iterations > 0)
+    df_within = sum(mo.df_within for mo in moments)
+    if n < MIN_ITERATIONS or df_between < 1 or df_within < 1:
+        return SpeedVariationFit(0.0, 0.0, 0.0, 0)
+    s2e = sum(mo.ss_within for mo in moments) / df_within
+    s2m = sum(mo.ss_between for mo in moments) / df_between
+    s2a = s2m - s2e * sum(mo.inv_k_sum for mo in moments) / n
+    pairs = sum(mo.n_lag_pairs for mo in moments)
+    if not s2a > 0:
+        return SpeedVariationFit(0.0, 0.0, float(np.sqrt(s2e)), n)
+    c1 = sum(mo.lag_products for mo in moments) / pairs if pairs else 0.0
+    lag1 = float(np.clip(c1 / s2a, 0.0, MAX_LAG1))
+    return SpeedVariationFit(sd=float(np.sqrt(s2a)), lag1=lag1, sd_within=float(np.sqrt(s2e)), n_iterations=n)
+
+
+def remove_iteration_factor(workers: pd.DataFrame, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Divide each row's CPU-seconds by its iteration's factor ``exp(m_t - mean m)``
+    (:func:`iteration_log_factors`; 1 where the iteration has fewer than two finished rows), each array
+    then scaled back to its own total over its finite entries, so the mean work is unchanged.
+
+    Args:
+        workers: the rows the arrays are aligned with (``(k,)``).
+        values: ``(k,)`` CPU-seconds arrays (the partitions', the per-call overhead), NaN allowed.
+    Returns:
+        the arrays with the iteration factor removed, same shapes.
+    """
+    g = iteration_log_factors(workers)
+    f = np.exp(g.reindex(workers["iteration"].to_numpy()).fillna(0.0).to_numpy(float))
+    out = []
+    for v in values:
+        v = np.asarray(v, float)
+        r = v / f
+        ok = np.isfinite(v) & np.isfinite(r)
+        total_r = float(r[ok].sum())
+        if ok.any() and total_r > 0:
+            r = r * (float(v[ok].sum()) / total_r)
+        out.append(r)
+    return tuple(out)
+
+
+__all__ = ["MAX_LAG1", "MIN_ITERATIONS", "SpeedMoments", "SpeedVariationFit", "fit_speed_variation",
+           "iteration_log_factors", "remove_iteration_factor", "speed_moments"]
