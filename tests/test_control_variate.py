@@ -216,3 +216,49 @@ def test_the_p95_in_expectation_refuses_too_few_pairs_a_flat_control_and_bad_arg
         control_variate_quantile_error(np.ones(20), np.ones(20), np.ones(20), 1.5)
     with pytest.raises(ValueError, match="n_resamples must be >= 2"):
         control_variate_quantile_error(c, c, c, 0.95, n_resamples=1)
+
+
+def test_a_given_simulated_standard_error_sets_the_simulation_part_of_the_interval():
+    # y = a + b C exactly: the pairs leave no uncertainty (beta = b in every resample), so the interval
+    # is the simulated mean's alone, err(E) = E / (a + b E) - 1 at E ± z se: the default se is
+    # sd / sqrt(M), a given one (e.g. from replication means) replaces it
+    rng = np.random.default_rng(5)
+    c = 0.3 + (rng.random(150) < 0.47)
+    e = 0.3 + (rng.random(750) < 0.47)
+    y = 0.1 + 0.5 * c
+    err = lambda m: m / (0.1 + 0.5 * m) - 1  # noqa: E731
+    for se in (None, 0.02):
+        out = control_variate_error(y, c, e, n_resamples=4000, seed=1, simulated_mean_se_s=se)
+        s_e = se if se is not None else e.std(ddof=1) / np.sqrt(e.size)
+        assert out.value == pytest.approx(err(e.mean()), rel=1e-12)
+        assert out.hi - out.lo == pytest.approx(err(e.mean() + 1.96 * s_e) - err(e.mean() - 1.96 * s_e), rel=0.08)
+
+
+def test_the_p95_interval_resamples_an_autocorrelated_simulation_in_blocks():
+    # the prediction's iterations carry a slowly wandering speed factor (AR(1), lag-1 0.95): its p95
+    # is less certain than that of as many independent values, and the interval says so (the same
+    # values shuffled give a narrower one). y = a + b C exactly, so only the simulation's part is left.
+    from gcsim.compare.control_variate import control_variate_quantile_error
+
+    rng = np.random.default_rng(8)
+    c = 0.25 + 0.05 * rng.random(190)
+    a = np.zeros(950)
+    for t in range(1, a.size):
+        a[t] = 0.95 * a[t - 1] + np.sqrt(1 - 0.95 ** 2) * 0.1 * rng.standard_normal()
+    e = (0.25 + 0.05 * rng.random(950)) * np.exp(a)
+    y = 0.1 + 0.5 * c
+    wandering = control_variate_quantile_error(y, c, e, n_resamples=1000, seed=2)
+    shuffled = control_variate_quantile_error(y, c, rng.permutation(e), n_resamples=1000, seed=2)
+    assert wandering.value == pytest.approx(shuffled.value, abs=1e-12)  # the same values, the same p95
+    assert (wandering.hi - wandering.lo) > 1.5 * (shuffled.hi - shuffled.lo)
+
+
+def test_monte_carlo_standard_errors_from_replications_and_batches():
+    from gcsim.compare.pipeline import simulated_mean_se
+    from gcsim.study.protocol import batch_mean_se
+
+    sim = pd.DataFrame({"replication": [0, 0, 1, 1, 2, 2], "duration_s": [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]})
+    assert simulated_mean_se(sim) == pytest.approx(1.0 / np.sqrt(3))  # means 1, 2, 3: sd 1
+    assert np.isnan(simulated_mean_se(sim[sim.replication == 0]))
+    assert batch_mean_se([1.0, 1.0, 3.0, 3.0], 2) == pytest.approx(1.0)  # means 1, 3: sd sqrt(2)
+    assert np.isnan(batch_mean_se([1.0, 2.0], 1)) and np.isnan(batch_mean_se([1.0], 2))

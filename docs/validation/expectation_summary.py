@@ -5,7 +5,8 @@ removed by a control variate, ``gcsim.compare.control_variate``), over the exact
     .venv/bin/python docs/validation/expectation_summary.py            # after recompute_protocols.sh
 
 The second table is the same for the p95 (finding 21): the p95 error raw and in expectation (the run's
-iterations reweighted so that the share its replay puts above the predicted p95 is the prediction's).
+p95 corrected by how far its replay's p95 fell from the prediction's, ``Q_y − β(Q_C − ξ_f)``, β the
+per-iteration slope; Hsu & Nelson 1990).
 
 Columns: worst |mean error| raw / in expectation; the median 95 % CI half-width of each; the range of the
 control coefficient beta; the measured mean (raw) and the measured expectation inside the 95 % prediction

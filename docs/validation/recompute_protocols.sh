@@ -4,7 +4,7 @@
 # Each pass's protocol.md / protocol.csv / protocol_summary.csv is replaced; line 3 of protocol.md says
 # when and why it was recomputed.  Usage, from the repository root:
 #     docs/validation/recompute_protocols.sh "<why: which change of the code>"
-# About 45-150 s of CPU per pass on a 2-vCPU VM (17 passes, ~25 min). Do not run it beside real runs or timed tests.
+# About 45-150 s of CPU per pass on a 2-vCPU VM (19 passes, ~30 min). Do not run it beside real runs or timed tests.
 set -euo pipefail
 why=${1:?say why the passes are recomputed}
 GCSIM=${GCSIM:-.venv/bin/gcsim}
@@ -28,6 +28,8 @@ passes=(
   "$D/protocol-neighbour-2026-12-03/real_expon|$D/protocol-neighbour-2026-12-03/scenarios/real_expon.yaml|$D/protocol-neighbour-2026-12-03/runs|"
   "$D/protocol-seed3-2026-12-03/real_expon|$D/protocol-seed3-2026-12-03/scenarios/real_expon.yaml|$D/protocol-seed3-2026-12-03/runs|"
   "$D/protocol-seed3-2026-12-03/real_default|$D/protocol-seed3-2026-12-03/scenarios/real_default.yaml|$D/protocol-seed3-2026-12-03/runs|"
+  "$D/protocol-seed4-2026-12-04/real_expon|$D/protocol-seed4-2026-12-04/scenarios/real_expon.yaml|$D/protocol-seed4-2026-12-04/runs|"
+  "$D/protocol-seed4-2026-12-04/real_default|$D/protocol-seed4-2026-12-04/scenarios/real_default.yaml|$D/protocol-seed4-2026-12-04/runs|"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -38,7 +40,10 @@ for p in "${passes[@]}"; do
   $GCSIM study $scenario --out "$tmp/out" --runs-root "$runs" --protocol cross-scheme $extra >"$tmp/log" 2>&1 \
     || { cat "$tmp/log" >&2; exit 1; }
   cmd="gcsim study ${scenario:+$scenario }--out OUT --runs-root $runs --protocol cross-scheme${extra:+ $extra}"
-  made=$(sed -n 3p "$out/protocol.md" | grep -o 'Traces made by `[^`]*`' || true)
+  # line 3 names the command that made the traces: "Traces made by `...`" once recomputed, "Command: `...`" as
+  # `gcsim study` first wrote it
+  made=$(sed -n 3p "$out/protocol.md" | grep -o 'Traces made by `[^`]*`' \
+         || sed -n 3p "$out/protocol.md" | grep -o '^Command: `[^`]*`' | sed 's/^Command:/Traces made by/' || true)
   line="Recomputed $(date -u +%Y-%m-%d) from the committed traces with the code of that day ($why): \`$cmd\`. $made.  "
   awk -v line="$line" 'NR == 3 { print line; next } { print }' "$tmp/out/protocol.md" >"$out/protocol.md"
   cp "$tmp/out/protocol.csv" "$tmp/out/protocol_summary.csv" "$out/"

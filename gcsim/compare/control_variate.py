@@ -154,8 +154,8 @@ def _estimate(y: np.ndarray, c: np.ndarray, e_f: float) -> tuple[float, float, f
 
 
 def control_variate_error(observed_s, control_s, simulated_s, *, confidence: float = 0.95,
-                          n_resamples: int = 2000, seed: int = 0,
-                          block: int = BLOCK_ITERATIONS) -> ControlVariateError:
+                          n_resamples: int = 2000, seed: int = 0, block: int = BLOCK_ITERATIONS,
+                          simulated_mean_se_s: float | None = None) -> ControlVariateError:
     """The mean error in expectation of a prediction (module docstring).
 
     Args:
@@ -168,6 +168,9 @@ def control_variate_error(observed_s, control_s, simulated_s, *, confidence: flo
         seed: bootstrap seed.
         block: iterations per block of the circular block bootstrap (``1``: iid resampling); at most
             a third of the pairs.
+        simulated_mean_se_s: the standard error of the simulated mean, seconds; None: ``sd / sqrt(M)``,
+            the simulated iterations taken as independent. With ``workload.speed_variation`` they are
+            not (an AR(1) speed factor): pass the spread of the replication means over ``sqrt(R)``.
     Returns:
         :class:`ControlVariateError`; all NaN, with the reason, when fewer than :data:`MIN_PAIRS` finite
         pairs or 2 simulated values remain, the control does not vary, or ``ŷ_cv`` is not positive.
@@ -184,7 +187,9 @@ def control_variate_error(observed_s, control_s, simulated_s, *, confidence: flo
     rng = np.random.default_rng(seed)
     # the simulated mean's resampling law is normal (M is hundreds to thousands of iterations): its
     # standard error times a normal draw, instead of resampling M values B times
-    e_b = float(e.mean()) + rng.standard_normal(int(n_resamples)) * float(e.std(ddof=1)) / np.sqrt(e.size)
+    se = (float(simulated_mean_se_s) if simulated_mean_se_s is not None and np.isfinite(simulated_mean_se_s)
+          else float(e.std(ddof=1)) / np.sqrt(e.size))
+    e_b = float(e.mean()) + rng.standard_normal(int(n_resamples)) * se
     boot = np.empty(int(n_resamples))
     length = max(1, min(int(block), y.size // 3))
     for start in range(0, boot.size, _CHUNK):  # chunks of resamples bound the (chunk, N) arrays
@@ -277,7 +282,9 @@ def control_variate_quantile_error(observed_s, control_s, simulated_s, q: float 
         simulated_s: ``(M,)`` the prediction's iteration times, seconds.
         q: the quantile, in (0, 1).
         confidence, n_resamples, seed, block: as :func:`control_variate_error` (circular blocks of
-            ``(y_i, C_i)`` pairs with ``β`` refitted in each; the simulated sample resampled iid).
+            ``(y_i, C_i)`` pairs with ``β`` refitted in each; the simulated sample, its replications
+            one after another, resampled in circular blocks of the same length, as its iterations are
+            autocorrelated with ``workload.speed_variation``).
     Returns:
         :class:`QuantileControlVariateError`; NaN with the reason when fewer than :data:`MIN_PAIRS` pairs
         or 2 simulated values remain, the control does not vary, or ``ξ̂_cv`` is not positive.
@@ -307,7 +314,8 @@ def control_variate_quantile_error(observed_s, control_s, simulated_s, q: float 
         var_c = ((cb - mc[:, None]) ** 2).sum(axis=1)
         cov = ((yb - yb.mean(axis=1)[:, None]) * (cb - mc[:, None])).sum(axis=1)
         beta_b = np.divide(cov, var_c, out=np.zeros_like(cov), where=var_c > 0)
-        xi_b = np.quantile(e[rng.integers(0, e.size, (stop - start, e.size))], q, axis=1)
+        xi_b = np.quantile(e[_circular_blocks(rng, stop - start, e.size, max(1, min(int(block), e.size // 3)))],
+                           q, axis=1)
         est = np.quantile(yb, q, axis=1) - beta_b * (np.quantile(cb, q, axis=1) - xi_b)
         boot[start:stop] = np.where(est > 0, xi_b / np.where(est > 0, est, 1.0) - 1.0, np.nan)
     alpha = (1.0 - confidence) / 2.0

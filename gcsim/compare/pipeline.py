@@ -494,7 +494,8 @@ def drift_half_width(run: RunDir, scheme: str, calibration: Calibration, options
 
 def expectation_error(run: RunDir, scheme: str, calibration: Calibration, options: CompareOptions,
                       observed: pd.DataFrame, simulated_s: np.ndarray, warmup: int, simulate: Callable | None = None,
-                      *, seed: int = 0) -> tuple[ControlVariateError, QuantileControlVariateError]:
+                      *, seed: int = 0, simulated_mean_se_s: float | None = None
+                      ) -> tuple[ControlVariateError, QuantileControlVariateError]:
     """The mean and p95 errors of a scenario-mode prediction *in expectation*: the luck of the target run's
     own straggler draws removed with a control variate (:mod:`gcsim.compare.control_variate`).
 
@@ -505,6 +506,7 @@ def expectation_error(run: RunDir, scheme: str, calibration: Calibration, option
     Args:
         run, scheme: the target. calibration: the prediction's. observed: the target's iterations rows
             after ``warmup``. simulated_s: ``(M,)`` the prediction's iteration times after warm-up, seconds.
+        simulated_mean_se_s: the prediction's Monte-Carlo standard error (:func:`simulated_mean_se`).
     Returns:
         ``(mean, p95)``: :class:`ControlVariateError` and :class:`QuantileControlVariateError`; all NaN,
         with the reason, when the run's recorded ``delay_s`` are not the replayed draws
@@ -528,8 +530,23 @@ def expectation_error(run: RunDir, scheme: str, calibration: Calibration, option
         return ControlVariateError.missing(why), QuantileControlVariateError.missing(why)
     y = observed["duration_s"].to_numpy(float)
     kw = dict(confidence=options.confidence, n_resamples=options.n_resamples, seed=seed)
-    return (control_variate_error(y, replay, simulated_s, **kw),
+    return (control_variate_error(y, replay, simulated_s, simulated_mean_se_s=simulated_mean_se_s, **kw),
             control_variate_quantile_error(y, replay, simulated_s, 0.95, **kw))
+
+
+def simulated_mean_se(simulated: pd.DataFrame) -> float:
+    """Monte-Carlo standard error of a simulated mean, seconds: the spread of the replication means over
+    ``sqrt(R)`` (independent replications; Law & Kelton, Simulation Modeling and Analysis, §9.4), which
+    holds when a replication's iterations are autocorrelated (``workload.speed_variation``, carry-over);
+    NaN with fewer than 2 replications.
+
+    Args:
+        simulated: iterations rows after the warm-up with ``duration_s`` and ``replication`` columns.
+    """
+    if "replication" not in simulated or simulated["replication"].nunique() < 2:
+        return float("nan")
+    means = simulated.groupby("replication")["duration_s"].mean().to_numpy(float)
+    return float(np.std(means, ddof=1) / np.sqrt(means.size))
 
 
 def prediction_interval(err: float, lo: float, hi: float, drift: float) -> dict:
@@ -637,7 +654,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             out_of_sample = sources is not None and all(run.path != src.path for src in sources)
             if options.mode == "scenario" and options.control_variate and out_of_sample:
                 expectation, expectation_p95 = expectation_error(run, sch, cal, options, obs, sim_sample, w, simulate,
-                                                                 seed=options.seed + k)
+                                                                 seed=options.seed + k,
+                                                                 simulated_mean_se_s=simulated_mean_se(sim))
             else:
                 why = ("paired mode" if options.mode != "scenario" else
                        "--no-control-variate" if not options.control_variate else "in sample")
@@ -662,5 +680,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                          window_notes=tuple(window_notes))
 
 
-__all__ = ["REPLAY_MAX_BAD_FRACTION", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["REPLAY_MAX_BAD_FRACTION", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "simulated_mean_se", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

@@ -335,7 +335,8 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
         if why:
             expectation, expectation_p95 = ControlVariateError.missing(why), QuantileControlVariateError.missing(why)
         else:
-            expectation = control_variate_error(obs, ctrl, sim_d, n_resamples=2000, seed=options.seed + k)
+            expectation = control_variate_error(obs, ctrl, sim_d, n_resamples=2000, seed=options.seed + k,
+                                                simulated_mean_se_s=batch_mean_se(sim_d, options.replications))
             expectation_p95 = control_variate_quantile_error(obs, ctrl, sim_d, 0.95, n_resamples=2000,
                                                              seed=options.seed + k)
         row = {"model": model, "comparison": f"{CALIBRATED_FILE}-{calib}", "label": sch, "run": run.label,
@@ -344,7 +345,8 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
         row.update(expectation.as_row())
         row.update(expectation_p95.as_row("p95"))
         row.update(target=label, exact=bool(exact.get(sch, False)), **_run_load(run))
-        row.update(obs_mean_se_s=mean_se(obs), sim_mean_se_s=mean_se(sim_d))
+        se = batch_mean_se(sim_d, options.replications)
+        row.update(obs_mean_se_s=mean_se(obs), sim_mean_se_s=se if np.isfinite(se) else mean_se(sim_d))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -418,16 +420,30 @@ def mean_se(sample) -> float:
     return float(a.std(ddof=1) / math.sqrt(a.size)) if a.size >= 2 else float("nan")
 
 
+def batch_mean_se(sample, batches: int) -> float:
+    """Standard error of a long simulated sequence's mean from ``batches`` contiguous batches of equal
+    length (non-overlapping batch means; Law & Kelton, Simulation Modeling and Analysis, §9.5.3), seconds:
+    the iterations of one sequence are autocorrelated (``workload.speed_variation``), batches of a run's
+    length nearly are not. NaN with fewer than 2 batches or fewer values than batches."""
+    a = np.asarray(sample, dtype=float).ravel()
+    b = int(batches)
+    if b < 2 or a.size < b:
+        return float("nan")
+    means = np.array([c.mean() for c in np.array_split(a, b)])
+    return float(means.std(ddof=1) / math.sqrt(b))
+
+
 def _simulated_mean_se(item) -> float:
-    """Monte-Carlo standard error of a comparison's simulated mean, seconds. Paired (trace-driven)
-    replications replay the same straggler draws, so iterations are not independent across them: the
-    spread of the replication means over ``sqrt(R)`` (NaN with one replication); else :func:`mean_se`."""
-    if item.mode != "paired":
-        return mean_se(item.simulated_sample())
+    """Monte-Carlo standard error of a comparison's simulated mean, seconds: the spread of the replication
+    means over ``sqrt(R)`` (:func:`gcsim.compare.pipeline.simulated_mean_se`). Iterations are not
+    independent: paired replications replay the same straggler draws, and the machine's speed factor
+    (``workload.speed_variation``) is autocorrelated within a replication. With one replication
+    :func:`mean_se` of the iterations (a lower bound)."""
+    from gcsim.compare.pipeline import simulated_mean_se
     from gcsim.compare.stats import drop_warmup
 
-    means = drop_warmup(item.simulated_iterations, item.warmup).groupby("replication")["duration_s"].mean()
-    return mean_se(means.to_numpy(float))
+    se = simulated_mean_se(drop_warmup(item.simulated_iterations, item.warmup))
+    return se if np.isfinite(se) else mean_se(item.simulated_sample())
 
 
 def observed_mean_se(table: pd.DataFrame) -> pd.Series:
@@ -817,5 +833,5 @@ def run_protocol(options: ProtocolOptions, *, command: str = "gcsim study --prot
 
 
 __all__ = ["DEFAULT_MODELS", "NoisyNeighbour", "ProtocolOptions", "ProtocolResult", "RESOLVE_Z", "TARGETS",
-           "compare_protocol", "mean_se", "observed_mean_se", "plan_sequence", "render_protocol_md",
+           "batch_mean_se", "compare_protocol", "mean_se", "observed_mean_se", "plan_sequence", "render_protocol_md",
            "resolved_rank_agreement", "run_protocol", "summarize_protocol"]
