@@ -105,21 +105,24 @@ class Workload(_Model):
 class SpeedVariation(_Model):
     """The machine's speed, common to every worker of an iteration and drifting over iterations.
 
-    In iteration ``t`` every worker's CPU work – each partition's ``compute`` and the
-    ``call_overhead`` – is multiplied by ``f_t = exp(a_t - sd²/2)``, where ``a_t`` is a stationary
-    Gaussian AR(1) series: ``a_0 ~ N(0, sd²)``, ``a_t = lag1·a_{t-1} + sqrt(1 - lag1²)·sd·z_t``
-    (Box & Jenkins, Time Series Analysis, §3.2.4), so ``E[f_t] = 1`` and the mean work is unchanged.
+    In iteration ``t`` every worker's partition work (``compute``; not ``call_overhead``) is multiplied
+    by ``f_t = exp(a_t - sd²/2)``, where ``a_t`` is a stationary Gaussian AR(1) series: ``a_0 ~ N(0,
+    sd²)``, ``a_t = lag1·a_{t-1} + sqrt(1 - lag1²)·sd·z_t`` (Box & Jenkins, Time Series Analysis,
+    §3.2.4), so ``E[f_t] = 1`` and the mean work is unchanged.
 
-    ``sd``: standard deviation of ``log f_t`` (0.08 = about ±8 % from one iteration to another);
-    ``lag1``: correlation of ``a_t`` with ``a_{t-1}`` in ``[0, 1)`` (0: independent iterations; 0.8:
-    slow and fast stretches of ~10 iterations). A shared VM's CPU runs faster and slower in
-    stretches: every worker's clock then shows the same excess in the same iterations, which
-    independent per-partition draws cannot give (docs/validation/README.md, finding 22).
-    ``gcsim calibrate`` measures both from the workers' CPU clocks
-    (:func:`gcsim.compare.estimators.speed_variation`)."""
+    ``sd``: the stationary standard deviation of ``log f_t`` (0.08: the factor lies mostly within
+    about ±8 % of 1; consecutive iterations differ by ``sd·sqrt(2(1 - lag1))``, less when ``lag1`` is
+    high); ``lag1``: correlation of ``a_t`` with ``a_{t-1}`` in ``[0, 1)``, default 0 (independent
+    iterations; 0.8: slow and fast stretches of ~10 iterations); ``seed``: the stream of the series
+    (default: the scenario's ``seed``; the comparator gives each paired replication its own). A shared
+    VM's CPU runs faster and slower in stretches: every worker's clock then shows the same excess in
+    the same iterations, which independent per-partition draws cannot give (docs/validation/README.md,
+    finding 22). ``gcsim calibrate`` measures ``sd`` and ``lag1`` from the workers' CPU clocks
+    (:mod:`gcsim.compare.speed_variation`)."""
 
     sd: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
     lag1: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.0
+    seed: Optional[Annotated[StrictInt, Field(ge=0, lt=2**32)]] = None
 
 
 class Background(_Model):

@@ -15,8 +15,7 @@ picture of production clusters: a worker stays slow for a geometric number of it
 
 The machine's speed factor (``workload.speed_variation``, :func:`speed_factors`) is one stationary
 AR(1) series over iterations, common to every worker, driven by its own stream
-``[seed, SPEED, iteration]``: it multiplies the compute and call-overhead draws and leaves every other
-draw as it was.
+``[seed, SPEED, iteration]``: it multiplies the compute draws and leaves every other draw as it was.
 """
 
 from __future__ import annotations
@@ -98,7 +97,7 @@ class DrawBlock:
             uniforms (``constant``) and no speed variation, a read-only broadcast view of its one value
             (strides 0: memory does not grow with iterations × workers × partitions).
         call_overhead_s: float64 ``(I, n)``: per worker-iteration overhead seconds (the scenario's
-            ``workload.call_overhead`` times the speed factor; zeros without one).
+            ``workload.call_overhead``; zeros without one).
     """
 
     iterations: np.ndarray
@@ -121,8 +120,8 @@ class StragglerProcess:
         call_overhead: optional per worker-iteration overhead distribution (``workload.call_overhead``),
             drawn from a sub-stream ``default_rng([seed, w, t, 1])`` so it leaves every other draw as is.
         speed_variation: optional machine speed factor (``workload.speed_variation``,
-            :func:`speed_factors`) multiplying the compute and call-overhead draws of every worker of an
-            iteration.
+            :func:`speed_factors`, keyed on its own ``seed`` when it has one, else on ``seed``)
+            multiplying the compute draws of every worker of an iteration.
 
     ``draw(t)`` may be called in any order; the Markov state is advanced in iteration order from 0
     (cached), so ``draw(t)`` is the same whatever was drawn before.
@@ -168,7 +167,8 @@ class StragglerProcess:
             return np.ones(its.shape)
         need = int(its.max()) + 1
         if need > self._speed.size:
-            self._speed = speed_factors(self.speed_variation, self.seed, max(need, 2 * self._speed.size))
+            seed = self.speed_variation.seed if self.speed_variation.seed is not None else self.seed
+            self._speed = speed_factors(self.speed_variation, seed, max(need, 2 * self._speed.size))
         return self._speed[its]
 
     # ----------------------------------------------------------------- uniforms
@@ -247,7 +247,6 @@ class StragglerProcess:
         if self.speed_variation is not None and I:
             f = self.speed_factor(its)
             compute = np.broadcast_to(compute, (I, self.n, compute.shape[2])) * f[:, None, None]
-            overhead = overhead * f[:, None]
         return DrawBlock(iterations=its, delay_s=np.asarray(delay, dtype=np.float64),
                          slowdown=np.asarray(slowdown, dtype=np.float64), slow=slow,
                          compute_s=np.asarray(compute, dtype=np.float64),

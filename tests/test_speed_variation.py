@@ -37,7 +37,7 @@ def test_factors_have_the_asked_sd_lag1_and_unit_mean():
         speed_factors(spec, 5, -1)
 
 
-def test_draws_multiply_compute_and_overhead_of_every_worker_and_leave_delays():
+def test_draws_multiply_compute_of_every_worker_and_leave_delays_and_overhead():
     strag = Stragglers(delay={"dist": "expon", "scale": 0.1})
     comp, over = build_distribution({"dist": "lognorm", "s": 0.2, "scale": 0.03}), build_distribution(
         {"dist": "constant", "value": 0.002})
@@ -50,8 +50,12 @@ def test_draws_multiply_compute_and_overhead_of_every_worker_and_leave_delays():
     np.testing.assert_array_equal(late.compute_s, sped.compute_s[20:])
     f = speed_factors(spec, 9, 30)
     np.testing.assert_allclose(sped.compute_s, base.compute_s * f[:, None, None], rtol=1e-14)
-    np.testing.assert_allclose(sped.call_overhead_s, base.call_overhead_s * f[:, None], rtol=1e-14)
+    np.testing.assert_array_equal(sped.call_overhead_s, base.call_overhead_s)  # the per-call CPU as measured
     np.testing.assert_array_equal(sped.delay_s, base.delay_s)
+    # a seed of its own: another path, the rest of the draws the same
+    own = StragglerProcess(strag, 4, 9, compute=comp, call_overhead=over,
+                           speed_variation=SpeedVariation(sd=0.1, lag1=0.5, seed=77)).draw_block(range(30), 3)
+    np.testing.assert_allclose(own.compute_s, base.compute_s * speed_factors(spec, 77, 30)[:, None, None], rtol=1e-14)
     # a constant compute becomes one value per iteration, shared by the workers
     const = StragglerProcess(None, 4, 9, compute=build_distribution({"dist": "constant", "value": 0.05}),
                              speed_variation=spec).draw_block(range(30), 2)
@@ -123,10 +127,20 @@ def test_removing_the_factor_leaves_each_workers_own_part_and_the_mean():
     # no per-worker noise: the iteration factor is exactly a_t, centred
     np.testing.assert_allclose(g.to_numpy(), (a - a.mean())[g.index], atol=1e-12)
     cpu = rows.compute_cpu_s.to_numpy()
-    (flat,) = remove_iteration_factor(rows, cpu)
+    flat = remove_iteration_factor(rows, cpu)
     per_part = flat / rows.n_partitions.to_numpy()
     np.testing.assert_allclose(per_part, per_part[0], rtol=1e-12)  # every row alike once the factor is out
     assert flat.sum() == pytest.approx(cpu.sum(), rel=1e-12)
+
+
+def test_removing_the_factor_keeps_the_whole_per_worker_spread():
+    # the deviation from an iteration's mean of k rows carries (1 - 1/k) of the per-worker variance;
+    # what stays in workload.compute must carry all of it (sd_e), not sd_e·sqrt(1 - 1/k)
+    rows, _ = _synthetic_rows(sd_a=0.05, lag1=0.7, sd_e=0.12, iterations=4000, k=4, seed=6)
+    rows = rows.assign(status="arrived")
+    flat = remove_iteration_factor(rows, rows.compute_cpu_s.to_numpy())
+    assert np.std(np.log(flat / rows.n_partitions.to_numpy())) == pytest.approx(0.12, rel=0.03)
+    assert flat.sum() == pytest.approx(rows.compute_cpu_s.sum(), rel=1e-12)
 
 
 def test_calibration_models_the_shared_part_and_writes_it_to_the_scenario(tmp_path):
@@ -142,7 +156,11 @@ def test_calibration_models_the_shared_part_and_writes_it_to_the_scenario(tmp_pa
     cal = calibrate(run, warmup=5, use_measured_cpu=True)
     assert 0.05 < cal.speed_variation.sd < 0.13 and cal.speed_variation.lag1 > 0.4
     sv = scenario_data(run, "uncoded", cal)["workload"]["speed_variation"]
-    assert sv == cal.speed_spec()
+    assert sv == cal.speed_spec() and "seed" not in sv
+    # paired replications (permutation_seed) each get a path of the machine's speed of their own
+    seeds = {scenario_data(run, "uncoded", cal, permutation_seed=r)["workload"]["speed_variation"]["seed"]
+             for r in range(1, 5)}
+    assert len(seeds) == 4
     # the shared part is out of the per-partition values: their spread is about the per-worker 5 %
     kept = wks[wks.iteration >= 5]
     assert np.std(np.log(cal.compute_values_s)) < 0.7 * np.std(np.log(kept.compute_cpu_s))

@@ -336,9 +336,9 @@ class _Samples:
             self.n_measured += int(np.isfinite(pd.to_numeric(wk["compute_cpu_s"], errors="coerce")).sum())
             if self.speed_variation:  # the iteration's shared factor is drawn again by the simulator
                 self.speed.append(speed_moments(wk))
-                # the per-call CPU is kept as measured: ~5 % of the work, and a factor estimated from
-                # the partitions would add their noise to it
-                (cpu_s,) = remove_iteration_factor(wk, cpu_s)
+                # the per-call CPU is kept as measured (the simulator does not scale it): a factor
+                # estimated from the partitions would add their noise to it
+                cpu_s = remove_iteration_factor(wk, cpu_s)
         else:
             cpu_s, over_s = dec.partitions_s, dec.overhead_s
         self.overhead_s.append(over_s[np.isfinite(over_s)])
@@ -503,6 +503,9 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
     speed = fit_speed_variation(samples.speed) if samples.speed_variation else None
     if speed is not None:
         notes.append(speed.describe())
+    elif speed_variation and use_measured_cpu and cores is None:
+        notes.append("machine speed per iteration: not modelled (no shared cores recorded for the run: the "
+                     "workers' CPU clocks are not used)")
     return Calibration(speed_variation=speed, dispatch_values_s=samples.dispatch_values(), source=tuple(r.label for r in runs), n_workers=n,
                        compute_values_s=compute, n_compute_rows=n_rows, n_censored=n_cens, transfer=transfer,
                        master_values_s=m, start_lag_s=float(np.median(lag_all)) if lag_all.size else 0.0,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from gcsim.compare.rundir import RunDir
 from gcsim.compare.run_facts import message_bytes, scheme_spec
 from gcsim.errors import ConfigError, RunDirError
@@ -28,7 +30,8 @@ def scenario_data(run: RunDir, scheme: str, calibration: "Calibration", *, seed:
         calibration: :class:`gcsim.compare.calibrate.Calibration` from
             :func:`gcsim.compare.calibrate.calibrate` (this run or another with the same n).
         seed: scenario seed (default: the run's own, which reproduces its straggler draws).
-        permutation_seed: shuffle the empirical compute/master values (paired replications).
+        permutation_seed: shuffle the empirical compute/master values (paired replications) and give the
+            machine's speed factor (``workload.speed_variation``) a path of its own.
     Returns:
         dict for :func:`gcsim.scenario.validate_scenario`.
     """
@@ -48,7 +51,10 @@ def scenario_data(run: RunDir, scheme: str, calibration: "Calibration", *, seed:
         if calibration.background_spec() is not None:
             workload["background"] = calibration.background_spec()
     if calibration.speed_spec() is not None:
-        workload["speed_variation"] = calibration.speed_spec()
+        workload["speed_variation"] = dict(calibration.speed_spec())
+        if permutation_seed is not None:  # a paired replication: its own path of the machine's speed
+            workload["speed_variation"]["seed"] = int(np.random.SeedSequence(
+                [int(data.get("seed", sc.seed)), int(permutation_seed), 0x5BEED]).generate_state(1)[0])
     data.update(
         name=name,
         schemes=[scheme_spec(run, scheme)],

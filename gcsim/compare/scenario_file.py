@@ -165,8 +165,9 @@ def _speed_lines(cal: Calibration) -> list[str]:
     sv = cal.speed_variation
     if sv is None or sv.spec() is None:
         return []
-    return [f"  workload.speed_variation: the machine's speed, shared by every worker of an iteration: sd {sv.sd:.3f}"
-            f" of log(CPU per partition) from iteration to iteration, lag-1 autocorrelation {sv.lag1:.2f}",
+    return [f"  workload.speed_variation: the machine's speed, shared by every worker of an iteration: a factor on "
+            f"every partition's CPU work with mean 1, stationary sd {sv.sd:.3f} on the log scale (about "
+            f"{sv.sd * 100:.0f} %) and lag-1 autocorrelation {sv.lag1:.2f} between iterations",
             f"    ({sv.n_iterations} iterations of the workers' CPU clocks; each worker's own part, sd "
             f"{sv.sd_within:.3f}, stays in workload.compute; set sd: 0 for a machine whose speed holds still)"]
 
