@@ -117,8 +117,8 @@ class Calibration:
             ``background_wait_cores`` when it was fitted to one run's workers' CPU clocks, else None.
         speed_variation: the machine's speed common to every worker of an iteration
             (:class:`gcsim.compare.speed_variation.SpeedVariationFit`, from the workers' CPU clocks;
-            ``compute_values_s`` and ``overhead_values_s`` then have each iteration's factor divided
-            out), or None when not modelled.
+            ``compute_values_s`` then has each iteration's factor taken out, ``overhead_values_s`` is as
+            measured), or None when not modelled.
     """
 
     source: tuple[str, ...]

@@ -107,6 +107,11 @@ class ControlVariateError:
                 "cv_note": self.reason}
 
 
+def _block_length(block: int, n: int) -> int:
+    """Iterations per bootstrap block: ``block``, at most a third of the ``n`` values, at least 1."""
+    return max(1, min(int(block), n // 3))
+
+
 def _circular_blocks(rng: np.random.Generator, resamples: int, n: int, length: int) -> np.ndarray:
     """int ``(resamples, n)``: indices of a circular block bootstrap, blocks of ``length`` consecutive
     indices (wrapping at ``n``) with uniform starts, cut to ``n``."""
@@ -191,7 +196,7 @@ def control_variate_error(observed_s, control_s, simulated_s, *, confidence: flo
           else float(e.std(ddof=1)) / np.sqrt(e.size))
     e_b = float(e.mean()) + rng.standard_normal(int(n_resamples)) * se
     boot = np.empty(int(n_resamples))
-    length = max(1, min(int(block), y.size // 3))
+    length = _block_length(block, y.size)
     for start in range(0, boot.size, _CHUNK):  # chunks of resamples bound the (chunk, N) arrays
         stop = min(start + _CHUNK, boot.size)
         i = _circular_blocks(rng, stop - start, y.size, length)
@@ -304,7 +309,7 @@ def control_variate_quantile_error(observed_s, control_s, simulated_s, q: float 
         return QuantileControlVariateError.missing(f"the controlled quantile is not positive ({xi_y:.3g} s)")
     rng = np.random.default_rng(seed)
     boot = np.empty(int(n_resamples))
-    length = max(1, min(int(block), y.size // 3))
+    length = _block_length(block, y.size)
     chunk = max(1, min(_CHUNK, int(4e6 // max(e.size, 1))))
     for start in range(0, boot.size, chunk):
         stop = min(start + chunk, boot.size)
@@ -314,7 +319,7 @@ def control_variate_quantile_error(observed_s, control_s, simulated_s, q: float 
         var_c = ((cb - mc[:, None]) ** 2).sum(axis=1)
         cov = ((yb - yb.mean(axis=1)[:, None]) * (cb - mc[:, None])).sum(axis=1)
         beta_b = np.divide(cov, var_c, out=np.zeros_like(cov), where=var_c > 0)
-        xi_b = np.quantile(e[_circular_blocks(rng, stop - start, e.size, max(1, min(int(block), e.size // 3)))],
+        xi_b = np.quantile(e[_circular_blocks(rng, stop - start, e.size, _block_length(block, e.size))],
                            q, axis=1)
         est = np.quantile(yb, q, axis=1) - beta_b * (np.quantile(cb, q, axis=1) - xi_b)
         boot[start:stop] = np.where(est > 0, xi_b / np.where(est > 0, est, 1.0) - 1.0, np.nan)

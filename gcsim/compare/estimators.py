@@ -346,7 +346,7 @@ def background_cores(iterations: pd.DataFrame) -> tuple[float | None, float | No
 
 
 __all__ = ["BANDWIDTH_THRESHOLD_BYTES", "KM_POINTS", "TransferFit", "background_cores", "compute_distribution",
-           "dispatch_lags", "fit_transfer", "match_partition_spread", "measured_cpu", "per_partition_compute",
+           "dispatch_lags", "finished_partition_cpu_s", "fit_transfer", "match_partition_spread", "measured_cpu", "per_partition_compute",
            "speed_block_medians", "split_idle_cpu", "worker_idle_s"]
 
 
@@ -383,18 +383,26 @@ def speed_drift_cv(workers: pd.DataFrame, warmup: int = 0, block: int = DRIFT_BL
     return float(np.std(medians, ddof=1) / np.mean(medians))
 
 
+def finished_partition_cpu_s(workers: pd.DataFrame) -> np.ndarray:
+    """float ``(k,)``: each row's CPU-seconds per partition on its worker's own clock
+    (``compute_cpu_s / n_partitions``) where the row sent (status ``arrived``/``late``) and the clock
+    read a positive time; NaN elsewhere, and everywhere without the ``compute_cpu_s`` column."""
+    if "compute_cpu_s" not in workers:
+        return np.full(len(workers), np.nan)
+    cpu = pd.to_numeric(workers["compute_cpu_s"], errors="coerce").to_numpy(float)
+    parts = pd.to_numeric(workers["n_partitions"], errors="coerce").to_numpy(float)
+    done = workers["status"].astype(str).isin(_COMPLETED).to_numpy()
+    ok = done & np.isfinite(cpu) & (cpu > 0) & np.isfinite(parts) & (parts > 0)
+    return np.where(ok, cpu / np.where(ok, parts, 1.0), np.nan)
+
+
 def speed_block_medians(workers: pd.DataFrame, warmup: int = 0, block: int = DRIFT_BLOCK_ITERATIONS) -> np.ndarray:
     """float ``(B,)``: the median CPU-seconds per partition of each block of ``block`` iterations after
     ``warmup`` that holds a finished row (what :func:`speed_drift_cv` spreads; ``B - 1`` is the degrees
     of freedom of that spread); empty without CPU clocks."""
-    if "compute_cpu_s" not in workers or len(workers) == 0:
-        return np.zeros(0)
     it = pd.to_numeric(workers["iteration"], errors="coerce").to_numpy(float)
-    cpu = pd.to_numeric(workers["compute_cpu_s"], errors="coerce").to_numpy(float)
-    parts = pd.to_numeric(workers["n_partitions"], errors="coerce").to_numpy(float)
-    done = workers["status"].astype(str).isin(_COMPLETED).to_numpy()
-    ok = done & (it >= warmup) & np.isfinite(cpu) & (cpu > 0) & np.isfinite(parts) & (parts > 0)
+    per = finished_partition_cpu_s(workers)
+    ok = np.isfinite(per) & (it >= warmup)
     if not ok.any():
         return np.zeros(0)
-    per = pd.Series(cpu[ok] / parts[ok])
-    return per.groupby(((it[ok] - warmup) // max(int(block), 1)).astype(int)).median().to_numpy(float)
+    return pd.Series(per[ok]).groupby(((it[ok] - warmup) // max(int(block), 1)).astype(int)).median().to_numpy(float)

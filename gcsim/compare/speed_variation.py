@@ -42,11 +42,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gcsim.compare.estimators import finished_partition_cpu_s
+
 #: the largest lag-1 autocorrelation estimated (an AR(1) at 1 would never return to its mean)
 MAX_LAG1 = 0.95
 #: fewest iterations with >= 2 finished rows for an estimate
 MIN_ITERATIONS = 10
-_COMPLETED = ("arrived", "late")
 
 
 @dataclass(frozen=True)
@@ -105,15 +106,11 @@ class SpeedVariationFit:
 
 
 def _finished_logs(workers: pd.DataFrame) -> pd.DataFrame:
-    """``iteration``, ``log_cpu`` of the rows that sent and carry a CPU clock (empty without one)."""
-    if "compute_cpu_s" not in workers or len(workers) == 0:
-        return pd.DataFrame({"iteration": pd.Series(dtype=int), "log_cpu": pd.Series(dtype=float)})
-    cpu = pd.to_numeric(workers["compute_cpu_s"], errors="coerce").to_numpy(float)
-    parts = pd.to_numeric(workers["n_partitions"], errors="coerce").to_numpy(float)
-    done = workers["status"].astype(str).isin(_COMPLETED).to_numpy()
-    ok = done & np.isfinite(cpu) & (cpu > 0) & np.isfinite(parts) & (parts > 0)
-    return pd.DataFrame({"iteration": workers["iteration"].to_numpy()[ok].astype(int),
-                         "log_cpu": np.log(cpu[ok] / parts[ok])})
+    """``iteration``, ``log_cpu`` of the rows that sent and carry a CPU clock (empty without one;
+    :func:`gcsim.compare.estimators.finished_partition_cpu_s`)."""
+    per = finished_partition_cpu_s(workers)
+    ok = np.isfinite(per)
+    return pd.DataFrame({"iteration": workers["iteration"].to_numpy()[ok].astype(int), "log_cpu": np.log(per[ok])})
 
 
 def iteration_log_factors(workers: pd.DataFrame) -> pd.Series:
@@ -192,27 +189,19 @@ def remove_iteration_factor(workers: pd.DataFrame, values: np.ndarray) -> np.nda
         ``(k,)`` CPU-seconds with the shared factor removed.
     """
     v = np.asarray(values, float)
-    logs = _finished_logs(workers)
-    g = logs.groupby("iteration")["log_cpu"]
-    k = g.size()
-    m = g.mean()[k >= 2]
-    if m.empty:
-        return v.copy()
-    dev = m - m.mean()
+    log_cpu = np.log(finished_partition_cpu_s(workers))  # NaN: the row did not send or has no clock
     its = workers["iteration"].to_numpy()
-    shift = dev.reindex(its).fillna(0.0).to_numpy(float)  # log factor per row (0: iteration not estimated)
-    out = v / np.exp(shift)
-    # the rows that sent: their own deviation widened by sqrt(k / (k - 1))
-    cpu = pd.to_numeric(workers["compute_cpu_s"], errors="coerce").to_numpy(float) if "compute_cpu_s" in workers \
-        else np.full(v.shape, np.nan)
-    parts = pd.to_numeric(workers["n_partitions"], errors="coerce").to_numpy(float)
-    done = workers["status"].astype(str).isin(_COMPLETED).to_numpy()
-    kk = k.reindex(its).to_numpy(float)
-    mt = g.mean().reindex(its).to_numpy(float)
-    sent = done & np.isfinite(cpu) & (cpu > 0) & np.isfinite(parts) & (parts > 0) & (kk >= 2)
-    d = np.log(np.where(sent, cpu / np.where(sent, parts, 1.0), 1.0)) - np.where(sent, mt, 0.0)
-    widen = np.where(sent, np.sqrt(kk / np.maximum(kk - 1.0, 1.0)) - 1.0, 0.0)
-    out = out * np.exp(np.where(sent, d * widen, 0.0))
+    g = pd.Series(log_cpu).groupby(its)  # NaN rows are not counted
+    k, m_t = g.count().reindex(its).to_numpy(float), g.transform("mean").to_numpy(float)
+    estimated = k >= 2
+    if not estimated.any():
+        return v.copy()
+    m = pd.Series(m_t[estimated]).groupby(its[estimated]).first()
+    shift = np.where(estimated, m_t - m.mean(), 0.0)  # log factor per row (0: iteration not estimated)
+    # the rows that sent: their own deviation from m_t widened by sqrt(k / (k - 1))
+    sent = estimated & np.isfinite(log_cpu)
+    widen = np.where(sent, (log_cpu - m_t) * (np.sqrt(k / np.maximum(k - 1.0, 1.0)) - 1.0), 0.0)
+    out = v * np.exp(widen - shift)
     ok = np.isfinite(v) & np.isfinite(out)
     total = float(out[ok].sum())
     if ok.any() and total > 0:

@@ -322,6 +322,7 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
                 "seed": int(options.seed) + 7919 * (k + 1)}  # fresh draws, not the run's seed
         sim = simulate(validate_scenario(data, base_dir=path.parent))
         sim_d = drop_warmup(sim.iterations, w)["duration_s"].to_numpy(float)
+        sim_se = batch_mean_se(sim_d, options.replications)  # NaN: fewer than 2 batches
         cmp = compare_samples(obs, sim_d, n_resamples=2000, seed=options.seed + k)
         # the control of the mean error in expectation: the same file with the target's own seed (its draws)
         replay = simulate(validate_scenario({**data, "iterations": n_it, "seed": int(run.scenario.seed)},
@@ -336,7 +337,7 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
             expectation, expectation_p95 = ControlVariateError.missing(why), QuantileControlVariateError.missing(why)
         else:
             expectation = control_variate_error(obs, ctrl, sim_d, n_resamples=2000, seed=options.seed + k,
-                                                simulated_mean_se_s=batch_mean_se(sim_d, options.replications))
+                                                simulated_mean_se_s=sim_se)
             expectation_p95 = control_variate_quantile_error(obs, ctrl, sim_d, 0.95, n_resamples=2000,
                                                              seed=options.seed + k)
         row = {"model": model, "comparison": f"{CALIBRATED_FILE}-{calib}", "label": sch, "run": run.label,
@@ -345,8 +346,7 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
         row.update(expectation.as_row())
         row.update(expectation_p95.as_row("p95"))
         row.update(target=label, exact=bool(exact.get(sch, False)), **_run_load(run))
-        se = batch_mean_se(sim_d, options.replications)
-        row.update(obs_mean_se_s=mean_se(obs), sim_mean_se_s=se if np.isfinite(se) else mean_se(sim_d))
+        row.update(obs_mean_se_s=mean_se(obs), sim_mean_se_s=sim_se if np.isfinite(sim_se) else mean_se(sim_d))
         rows.append(row)
     return pd.DataFrame(rows)
 
