@@ -82,6 +82,12 @@ class Workload(_Model):
     ``call_overhead``) are CPU-seconds on an idle core. A fraction is an effective capacity (cores
     partly taken by other processes). Injected delays and transfers use no CPU.
 
+    ``scheduler`` (with ``cores``): how the cores are shared. ``processor-sharing`` – every computing
+    worker at the same rate ``min(1, cores / A)`` (:mod:`gcsim.sim.cpu`); ``per-core`` – one run queue
+    per core as Linux's scheduler keeps them (:mod:`gcsim.sim.runqueues`): a worker stays on its core,
+    the workers of one core share it, so with 3 on 2 cores one runs at full speed and two at half
+    (docs/validation/README.md, finding 23).
+
     ``call_overhead``: optional CPU-seconds per worker-iteration besides the partitions (loading the
     weights, encoding the message(s)), spent after the last partition, before the message(s) leave;
     None = 0.
@@ -97,6 +103,7 @@ class Workload(_Model):
     model_bytes: NonNegFinite = 0.0
     compute: DistSpec
     cores: Optional[PosFinite] = None
+    scheduler: Literal["processor-sharing", "per-core"] = "processor-sharing"
     call_overhead: Optional[DistSpec] = None
     background: Optional["Background"] = None
     speed_variation: Optional["SpeedVariation"] = None

@@ -9,7 +9,10 @@ import pytest
 from factories import make_trace, shared_cpu_scenario, write_run_dir
 
 from gcsim.compare.calibrate import calibrate, measured_cpu, split_idle_cpu, worker_idle_s
+from gcsim.compare.pipeline import CompareOptions, _with_scheduler, compare_runs
 from gcsim.compare.rundir import read_run_dir
+from gcsim.compare.scenario_build import build_scenario, scenario_data
+from gcsim.errors import ConfigError
 from gcsim.scenario import validate_scenario
 from gcsim.sim.engine import simulate
 
@@ -92,10 +95,11 @@ def test_worker_idle_is_the_gap_between_calls_plus_the_delay():
     # two workers, three iterations starting at 0, 1, 2 s; worker 1 is cancelled in iteration 1
     its = pd.DataFrame({"iteration": [0, 1, 2], "start_s": [0.0, 1.0, 2.0]})
     wk = pd.DataFrame({"iteration": [0, 0, 1, 1, 2, 2], "worker": [0, 1, 0, 1, 0, 1],
-                       "compute_start_s": [0.01, 0.02, 0.01, 0.03, 0.02, 0.01],
+                       # stamps in seconds since the run's start, as both executors write them
+                       "compute_start_s": [0.01, 0.02, 1.01, 1.03, 2.02, 2.01],
                        "delay_s": [0.0, 0.0, 0.5, 0.0, 0.0, 0.0],
                        "compute_s": [0.1, 0.2, 0.1, 0.05, 0.1, 0.1],
-                       "send_s": [0.2, 0.3, 0.7, np.nan, 0.2, 0.2]})
+                       "send_s": [0.2, 0.3, 1.7, np.nan, 2.2, 2.2]})
     idle = worker_idle_s(wk, its)
     assert np.isnan(idle[0]) and np.isnan(idle[1])  # first calls: no previous end
     # worker 0: previous call ended at 0.2, this one starts at 1.01 and sleeps 0.5 s
@@ -129,3 +133,51 @@ def test_split_idle_cpu_keeps_a_constant_overhead():
     per_call, rate = split_idle_cpu(over, np.array([0.1, 0.5, 1.0, np.nan]))
     assert rate == pytest.approx(0.0, abs=1e-12)
     np.testing.assert_allclose(per_call, 0.008)
+
+
+def test_a_real_run_is_simulated_with_one_run_queue_per_core(tmp_path):
+    # a real run's workers shared the cores as the OS does (finding 23): the calibrated scenario says
+    # per-core; a simulated run keeps its own setting; gcsim compare --scheduler overrides either
+    path, _, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.008)
+    run = read_run_dir(path)
+    cal = calibrate(run, warmup=5, use_measured_cpu=True)
+    assert cal.scheduler == "per-core"
+    assert scenario_data(run, "gc-fr", cal)["workload"]["scheduler"] == "per-core"
+    assert build_scenario(run, "gc-fr", cal).workload.scheduler == "per-core"
+    its, wks = make_trace("gc-fr", n=6, s=1, iterations=40, seed=4, partitions=2)
+    cfg = {"name": "m", "n_workers": 6, "iterations": 40, "seed": 1, "schemes": [{"name": "gc-fr", "s": 1}],
+           "workload": {"gradient_bytes": 1e6, "model_bytes": 1e6, "cores": 2, "scheduler": "processor-sharing",
+                        "compute": {"dist": "constant", "value": 0.01}}, "policy": "cancel"}
+    sim = read_run_dir(write_run_dir(tmp_path / "s", {"gc-fr": (its, wks)}, n=6, config=cfg,
+                                     params={"gc-fr": (1, 1)}, executor="sim"))
+    assert calibrate(sim, warmup=5).scheduler == "processor-sharing"
+    forced = _with_scheduler(cal, CompareOptions(scheduler="processor-sharing"))
+    assert forced.scheduler == "processor-sharing" and _with_scheduler(cal, CompareOptions()) is cal
+    with pytest.raises(ConfigError, match="--scheduler"):
+        CompareOptions(scheduler="fair")
+
+
+def test_the_targets_own_load_keeps_the_workers_idle_cpu(tmp_path):
+    # --load-from target replaces the other processes' CPU by the target's own; the workers' CPU while
+    # they wait between calls (in their clocks, not in the others') stays: n × idle rate on top
+    path, _, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.0)
+    run = read_run_dir(path)
+    wk = run.workers_of("gc-fr").copy()
+    wk["cpu_s"] = wk["compute_cpu_s"] + 0.006 + 0.005 * np.nan_to_num(worker_idle_s(wk, run.iterations_of("gc-fr")))
+    wk.to_csv(path / "workers.csv", index=False)
+    its = run.iterations_of("gc-fr").copy()
+    its["other_cpu_wait_s"] = 0.1 * (its["decodable_s"] - its["start_s"])
+    its["other_cpu_finish_s"] = 0.1 * (its["end_s"] - its["decodable_s"])
+    its.to_csv(path / "iterations.csv", index=False)
+    run = read_run_dir(path)
+    seen = []
+
+    def fake_simulate(sc, iterations, progress):
+        seen.append(sc.workload.background)
+        return simulate(sc, iterations=iterations, progress=progress)
+
+    opts = CompareOptions(cpu_source="measured", load_from="target", background="measured", replications=1,
+                          n_resamples=100, control_variate=False, speed_drift="none")
+    compare_runs([(run, ["gc-fr"])], calibrate_from=run, options=opts, simulate=fake_simulate)
+    assert seen and seen[-1].wait.value == pytest.approx(0.1 + 6 * 0.005, rel=1e-6)
+    assert seen[-1].finish.value == pytest.approx(0.1 + 6 * 0.005, rel=1e-6)

@@ -115,6 +115,12 @@ def _choice_options(command):
                    "and drifting over iterations (workload.speed_variation: sd and lag-1 autocorrelation of the "
                    "common part of the workers' CPU per partition, measured on their clocks); off: every "
                    "partition's work drawn independently.")
+@click.option("--scheduler", type=click.Choice(["auto", "per-core", "processor-sharing"]), default="auto",
+              show_default=True,
+              help="How the simulated workers share the cores (workload.scheduler): auto = as the calibration "
+                   "run's did (a real run: per-core, one run queue per core as the operating system keeps "
+                   "them); per-core or processor-sharing (every computing worker at the same rate) whatever "
+                   "the run.")
 @_option("--bootstrap", "n_resamples", field="n_resamples", type=int,
          help="Bootstrap resamples per confidence interval.")
 @_option("--seed", field="seed", type=IntOption(0, 2**32 - 1),
@@ -124,7 +130,7 @@ def _choice_options(command):
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
             load_from, speed_from, background, calibration_window, speed_drift, control_variate, speed_variation,
-            n_resamples, seed, out_dir, progress):
+            scheduler, n_resamples, seed, out_dir, progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -156,7 +162,8 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
                              load_from=load_from, speed_from=speed_from, background=background,
                              speed_drift=_speed_drift(speed_drift), calibration_window=calibration_window,
-                             control_variate=control_variate, speed_variation=speed_variation)
+                             control_variate=control_variate, speed_variation=speed_variation,
+                             scheduler=scheduler)
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:

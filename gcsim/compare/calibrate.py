@@ -86,7 +86,7 @@ from gcsim.compare.estimators import (BANDWIDTH_THRESHOLD_BYTES, KM_POINTS, Tran
                                       measured_cpu, per_partition_compute, split_idle_cpu, worker_idle_s)
 from gcsim.compare.rundir import RunDir
 from gcsim.compare.run_facts import (cancel_granularity, message_bytes, recorded_cores, require_same_n, run_cores,
-                                     scheme_spec)
+                                     run_scheduler, scheme_spec)
 from gcsim.compare.scenario_build import build_scenario, scenario_data
 from gcsim.compare.speed_variation import (SpeedVariationFit, fit_speed_variation, remove_iteration_factor,
                                            speed_moments)
@@ -119,6 +119,12 @@ class Calibration:
             (:class:`gcsim.compare.speed_variation.SpeedVariationFit`, from the workers' CPU clocks;
             ``compute_values_s`` then has each iteration's factor taken out, ``overhead_values_s`` is as
             measured), or None when not modelled.
+        scheduler: how the workers shared the cores (``workload.scheduler``, :func:`run_scheduler` of
+            the first run): ``per-core`` for a real run, a simulated run's own setting.
+        idle_cores_per_worker: CPU (cores) each worker process uses while it waits between calls
+            (:func:`split_idle_cpu`); already part of ``background_wait_cores`` /
+            ``background_finish_cores`` (times ``n_workers``), kept to add it to a target's own
+            measured other-process CPU (``gcsim compare --load-from target``).
     """
 
     source: tuple[str, ...]
@@ -141,6 +147,8 @@ class Calibration:
     window_notes: tuple[str, ...] = ()
     background_fit: object | None = None
     speed_variation: SpeedVariationFit | None = None
+    idle_cores_per_worker: float = 0.0
+    scheduler: str = "processor-sharing"
 
     def speed_spec(self) -> dict | None:
         """``workload.speed_variation`` of the scenario (``{sd, lag1}``), or None when not modelled."""
@@ -214,7 +222,7 @@ class Calibration:
             "transfer_mean_s": self.transfer.mean_transfer_s, "transfer_p95_s": self.transfer.p95_transfer_s,
             "master_overhead_mean_s": float(m.mean()), "master_overhead_p95_s": float(np.quantile(m, 0.95)),
             "start_lag_median_s": self.start_lag_s, "notes": list(self.notes),
-            "cores": self.cores, "cancel_granularity": self.cancel_granularity,
+            "cores": self.cores, "scheduler": self.scheduler, "cancel_granularity": self.cancel_granularity,
             "call_overhead_mean_s": float(self.overhead_values_s.mean()) if self.overhead_values_s.size else 0.0,
             "dispatch_mean_s": float(self.dispatch_values_s.mean()) if self.dispatch_values_s.size else 0.0,
             "dispatch_p95_s": float(np.quantile(self.dispatch_values_s, 0.95)) if self.dispatch_values_s.size else 0.0,
@@ -512,7 +520,9 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                        notes=tuple(notes), cores=cores, overhead_values_s=np.maximum(over, 0.0),
                        cancel_granularity=cancel_granularity(runs[0]),
                        background_wait_cores=bg_wait, background_finish_cores=bg_fin,
-                       background_per_iteration_cpu_s=bg_it, background_per_payload_byte_cpu_s=bg_byte)
+                       background_per_iteration_cpu_s=bg_it, background_per_payload_byte_cpu_s=bg_byte,
+                       idle_cores_per_worker=float(idle_rate),
+                       scheduler=run_scheduler(runs[0]) if cores is not None else "processor-sharing")
 
 
 __all__ = ["BANDWIDTH_THRESHOLD_BYTES", "Calibration", "KM_POINTS", "TransferFit", "background_cores", "build_scenario",

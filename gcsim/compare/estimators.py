@@ -259,17 +259,16 @@ def worker_idle_s(workers: pd.DataFrame, iterations: pd.DataFrame) -> np.ndarray
     for a worker's first row or where the stamps are missing; gaps clipped at 0).
 
     A call ends at its ``send_s`` (or, cancelled, at ``compute_start_s + delay_s + compute_s``); the
-    next starts at its ``compute_start_s`` (both relative to their iteration's ``start_s``). The real
+    next starts at its ``compute_start_s`` (every stamp in seconds since the run's start, as both
+    executors write them; ``iterations`` is not needed and kept for the signature). The real
     worker's ``cpu_s - compute_cpu_s`` covers exactly this span (:mod:`gcsim.real.worker`:
     ``cpu_before`` + the delay's sleep + loading the weights + encoding).
     """
     num = lambda col: pd.to_numeric(workers[col], errors="coerce").to_numpy(float) if col in workers else np.full(len(workers), np.nan)  # noqa: E731
-    st = iterations.set_index("iteration")["start_s"]
-    t0 = st.reindex(workers["iteration"]).to_numpy(float)
-    begin = t0 + num("compute_start_s")
+    begin = num("compute_start_s")
     delay = np.nan_to_num(num("delay_s"), nan=0.0)
     send = num("send_s")
-    end = t0 + np.where(np.isfinite(send), send, num("compute_start_s") + delay + num("compute_s"))
+    end = np.where(np.isfinite(send), send, begin + delay + num("compute_s"))
     order = np.lexsort((workers["iteration"].to_numpy(), workers["worker"].to_numpy()))
     idle = np.full(len(workers), np.nan)
     wk_sorted = workers["worker"].to_numpy()[order]

@@ -42,6 +42,8 @@ LOAD_SOURCES = ("calibration", "target")
 SPEED_SOURCES = ("calibration", "probe", "target")
 #: how the steady other-process CPU of a ``cpu_source="measured"`` calibration is set
 BACKGROUND_SOURCES = ("fitted", "measured")
+#: ``--scheduler`` of ``gcsim compare`` (:attr:`CompareOptions.scheduler`).
+SCHEDULERS = ("auto", "per-core", "processor-sharing")
 
 
 def basis_of(mode: str, calibrated_from: str | None, run_label: str, given_state: bool = False) -> str:
@@ -123,6 +125,10 @@ class CompareOptions:
             worker of an iteration, drifting over iterations (``workload.speed_variation``, calibrated
             from the workers' CPU clocks: :mod:`gcsim.compare.speed_variation`); False: every partition's
             work drawn independently.
+        scheduler: how the simulated workers share the cores (``workload.scheduler``): ``"auto"``
+            (default) – as the calibration run's did (a real run: ``per-core``,
+            :func:`gcsim.compare.run_facts.run_scheduler`); ``"per-core"`` / ``"processor-sharing"`` –
+            that model whatever the run.
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -142,6 +148,7 @@ class CompareOptions:
     calibration_window: Literal["steady", "all"] = "steady"
     control_variate: bool = True
     speed_variation: bool = True
+    scheduler: Literal["auto", "per-core", "processor-sharing"] = "auto"
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -163,6 +170,8 @@ class CompareOptions:
         if self.background not in BACKGROUND_SOURCES:
             raise ConfigError("--background", f"one of {', '.join(BACKGROUND_SOURCES)}", self.background)
         check_window(self.calibration_window)
+        if self.scheduler not in SCHEDULERS:
+            raise ConfigError("--scheduler", f"one of {', '.join(SCHEDULERS)}", self.scheduler)
         sd = self.speed_drift
         if not (sd in ("auto", "none") or (isinstance(sd, (int, float)) and not isinstance(sd, bool)
                                            and 0 <= sd < 1)):
@@ -261,6 +270,13 @@ class CompareResult:
     def table(self) -> pd.DataFrame:
         """The ``validation.csv`` table (one row per item)."""
         return pd.DataFrame([it.row() for it in self.items])
+
+
+def _with_scheduler(cal: Calibration, options: CompareOptions) -> Calibration:
+    """``cal`` with ``options.scheduler`` unless ``"auto"`` (or no shared cores modelled)."""
+    if options.scheduler == "auto" or cal.cores is None:
+        return cal
+    return dataclasses.replace(cal, scheduler=options.scheduler)
 
 
 def _default_simulate():
@@ -595,8 +611,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             require_same_n(sources[0], run)
         w_src = min(_warmup_for(src, s, options.warmup) for src in sources for s in src.schemes)
         sources, window_notes = calibration_runs(sources, options.calibration_window, w_src)
-        shared = calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured",
-                           speed_variation=options.speed_variation)
+        shared = _with_scheduler(calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured",
+                                           speed_variation=options.speed_variation), options)
         shared = _fit_background(sources, shared, options, w_src, simulate)
         shared = shared.with_window_notes(window_notes)
         calibrations["+".join(shared.source)] = shared
@@ -616,8 +632,9 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         for k, (run, sch) in enumerate(work):
             w = _warmup_for(run, sch, options.warmup)
             if sources is None:
-                cal = calibrate(run, schemes={run.label: [sch]}, warmup=w, use_measured_cpu=options.cpu_source == "measured",
-                                speed_variation=options.speed_variation)
+                cal = _with_scheduler(calibrate(run, schemes={run.label: [sch]}, warmup=w,
+                                                use_measured_cpu=options.cpu_source == "measured",
+                                                speed_variation=options.speed_variation), options)
                 cal = _fit_background(run, cal, options, w, simulate, scheme=sch)
                 calibrations[f"{run.label}:{sch}"] = cal
             else:
@@ -625,6 +642,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             if options.load_from == "target" and cal.cores is not None and options.cpu_source == "measured":
                 w_bg, f_bg, it_bg = background_cores(drop_warmup(run.iterations_of(sch), w))
                 if w_bg is not None:
+                    idle = cal.n_workers * cal.idle_cores_per_worker  # in the workers' clocks, not the others'
+                    w_bg, f_bg = w_bg + idle, (f_bg if f_bg is not None else w_bg) + idle
                     cal = dataclasses.replace(cal, background_wait_cores=w_bg, background_finish_cores=f_bg,
                                               background_per_iteration_cpu_s=it_bg,
                                               background_per_payload_byte_cpu_s=None)  # the target's own
@@ -680,5 +699,5 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                          window_notes=tuple(window_notes))
 
 
-__all__ = ["REPLAY_MAX_BAD_FRACTION", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "simulated_mean_se", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["REPLAY_MAX_BAD_FRACTION", "SCHEDULERS", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "simulated_mean_se", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

@@ -69,6 +69,13 @@ def run_cores(run: RunDir) -> float | None:
     return None if v is None or run.n_workers <= v else v
 
 
+def run_scheduler(run: RunDir) -> str:
+    """How the run's workers shared their cores (``workload.scheduler``): a simulated run's own
+    setting; a real run's ``per-core`` (the operating system keeps one run queue per core and a worker
+    on its core, :mod:`gcsim.sim.runqueues`; docs/validation/README.md, finding 23)."""
+    return "per-core" if run.executor == "real" else run.scenario.workload.scheduler
+
+
 def cancel_granularity(run: RunDir) -> str:
     """When the run's cancelled workers stopped: the scenario's ``cancel_granularity`` when its file
     gives it, else (runs recorded before the field existed) ``partition`` for a real run (its workers
@@ -91,4 +98,5 @@ def require_same_n(source: RunDir, target: RunDir) -> None:
                                   f"got {target.n_workers} (run {target.label})")
 
 
-__all__ = ["cancel_granularity", "message_bytes", "recorded_cores", "require_same_n", "run_cores", "scheme_spec"]
+__all__ = ["cancel_granularity", "message_bytes", "recorded_cores", "require_same_n", "run_cores", "run_scheduler",
+           "scheme_spec"]

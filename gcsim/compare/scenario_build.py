@@ -47,6 +47,7 @@ def scenario_data(run: RunDir, scheme: str, calibration: "Calibration", *, seed:
     workload = {"gradient_bytes": g_bytes, "model_bytes": m_bytes, "compute": calibration.compute_spec(permutation_seed)}
     if calibration.cores is not None:
         workload["cores"] = calibration.cores
+        workload["scheduler"] = calibration.scheduler
         workload["call_overhead"] = calibration.overhead_spec(permutation_seed)
         if calibration.background_spec() is not None:
             workload["background"] = calibration.background_spec()

@@ -194,6 +194,10 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         *_speed_lines(cal),
         f"  workload.cores: {d['cores']} (the cores the workers shared)" if d["cores"] is not None
         else "  workload.cores: unset (every worker had a core of its own)",
+        *([f"  workload.scheduler: {d['scheduler']} ("
+           + ("one run queue per core, as the operating system shared them: a worker stays on its core"
+              if d["scheduler"] == "per-core" else "every computing worker at the same rate") + ")"]
+          if d["cores"] is not None else []),
     ]
     if d["background_wait_cores"] is not None:
         fin = d["background_finish_cores"] if d["background_finish_cores"] is not None else d["background_wait_cores"]

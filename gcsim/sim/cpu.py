@@ -81,8 +81,10 @@ class ProcessorSharing:
         a = self.active if active is None else int(active)
         return 1.0 if a <= 0 else min(1.0, self.cores / a)
 
-    def execute(self, work_s: float) -> CpuJob:
+    def execute(self, work_s: float, owner: object = None) -> CpuJob:
         """Start a job of ``work_s`` CPU-seconds (>= 0); returns its event (succeeds at completion).
+        ``owner`` (the worker it computes for) is accepted for the interface of
+        :class:`gcsim.sim.runqueues.PerCoreQueues` and changes nothing here.
 
         Raises:
             ValueError: ``work_s`` negative or not finite.

@@ -1,0 +1,253 @@
+"""CPU contention with one run queue per core: how Linux's scheduler (CFS) shares a few cores among
+more single-threaded workers, event-driven.
+
+:class:`gcsim.sim.cpu.ProcessorSharing` gives every executing job the same rate ``min(1, cores/A)``.
+A real machine does not: each core has its own run queue, the jobs on one core share it equally, and
+a job stays on its core while it runs. With 3 runnable workers on 2 cores one has a core to itself
+and two share the other (rates 1, ½, ½, not ⅔ each), and the scheduler leaves it so: moving a job
+would not reduce the imbalance of one. Measured on the real executor's workers (6 on 2 cores,
+docs/validation/README.md, finding 23): with on average 3 workers computing, the ratio of a
+partition's wall time to its CPU time spreads from 1.06 to 2.16 (5th–95th percentile) where
+egalitarian sharing gives 1.40–1.71, and the worker a coded scheme waits for last is, by selection,
+one of the unlucky ones.
+
+The model (``workload.scheduler: per-core``), for ``k = ceil(cores)`` queues of ``cores / k`` each:
+
+* a job of an owner (a worker) that goes on computing at the instant its previous job ended (its
+  next partition, its encoding) stays on that queue: the thread never left its core;
+* any other job (a worker waking from its straggler delay, a new call) goes to an idle queue if one
+  exists (its owner's previous one first, then the lowest index: CFS's wake-up placement looks for an
+  idle core), else back to its owner's previous queue (a woken thread stays on its core when none is
+  idle), else (an owner never seen) to the queue with the fewest jobs, lowest index first;
+* when a queue runs empty while another holds two jobs or more, the most recently placed job of the
+  fullest moves to it (CFS's idle balancing, immediate); an imbalance with no idle queue stays until
+  a job ends (CFS's periodic balancing acts every tens of milliseconds and, with 3 tasks on 2 cores,
+  cannot do better than 2 + 1). The balancing after a job ends waits until the events of that instant
+  have run, so a worker that goes on computing is not moved off its own core first;
+* the jobs of one queue share it equally: each progresses at ``min(1, c_q / n_q)`` CPU-seconds per
+  second, ``c_q = cores / k`` less what other processes take of that core (:meth:`set_cores`,
+  :meth:`queue_capacities`): an idle core first (a normal-priority thread wakes on an idle core when
+  there is one), the rest in equal parts from the busy ones (it preempts a niced worker there).
+
+Same interface as :class:`gcsim.sim.cpu.ProcessorSharing` (``execute``, ``withdraw``,
+``set_cores``, ``active``); exact and event-driven, with the same versioned wake-ups.
+"""
+
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from gcsim.errors import ConfigError
+from gcsim.sim.cpu import _EPS_WORK_S, CpuJob
+
+
+class PerCoreQueues:
+    """``ceil(cores)`` run queues of ``cores / ceil(cores)`` each (see the module docstring).
+
+    Args:
+        env: the SimPy environment.
+        cores: total capacity, > 0 (a fraction is an effective capacity spread over the queues).
+    Raises:
+        ConfigError: ``cores`` not a finite number > 0 (field ``workload.cores``).
+    """
+
+    def __init__(self, env: simpy.Environment, cores: float):
+        if isinstance(cores, bool) or not isinstance(cores, (int, float)) or not (0 < cores < math.inf):
+            raise ConfigError("workload.cores", "a number of cores > 0", cores)
+        self.env = env
+        self.cores = float(cores)
+        self.nominal = float(cores)  # the capacity with no other process (set_cores lowers ``cores``)
+        self.burst = 0.0  # cores of bursty work at priority, taken from the busy queues (set_burst)
+        self.n_queues = max(1, math.ceil(self.cores - 1e-9))
+        self._remaining: dict[CpuJob, float] = {}
+        self._queue_of: dict[CpuJob, int] = {}
+        self._queues: list[list[CpuJob]] = [[] for _ in range(self.n_queues)]  # placement order
+        self._owner_of: dict[CpuJob, object] = {}
+        self._last: dict[object, tuple[int, float]] = {}  # owner -> (queue, instant its last job ended)
+        self._rates: dict[CpuJob, float] = {}
+        self._last_s = env.now
+        self._version = 0
+        self._balance_pending = False
+
+    @property
+    def active(self) -> int:
+        """Number of jobs executing now."""
+        return len(self._remaining)
+
+    def queue_lengths(self) -> list[int]:
+        """Jobs on each run queue now, ``(k,)``."""
+        return [len(q) for q in self._queues]
+
+    def queue_capacities(self) -> list[float]:
+        """Cores each run queue gives its jobs now, ``(k,)``: ``nominal / k`` each, less what other
+        processes take: their steady part (``nominal - cores``, :meth:`set_cores`) goes to the idle
+        queues first (a normal-priority thread wakes on an idle core when there is one) and the rest
+        in equal parts to the busy ones (it preempts a niced worker on whichever core it lands); their
+        bursts (:meth:`set_burst`) come from the busy queues in equal parts."""
+        per = self.nominal / self.n_queues
+        caps = [per] * self.n_queues
+        others = max(self.nominal - self.cores, 0.0)
+        busy = [q for q, jobs in enumerate(self._queues) if jobs]
+        for q, jobs in enumerate(self._queues):
+            if not jobs and others > 0:
+                take = min(others, per)
+                caps[q] -= take
+                others -= take
+        for q in busy:
+            caps[q] = max(caps[q] - (others + self.burst) / len(busy), per * 1e-6)
+        return caps
+
+    def rate_of(self, job: CpuJob) -> float:
+        """CPU-seconds per second ``job`` gets now: ``min(1, capacity_q / n_q)`` on its queue ``q``
+        (:meth:`queue_capacities`; 0 for a job not executing)."""
+        if job not in self._queue_of:
+            return 0.0
+        q = self._queue_of[job]
+        return min(1.0, self.queue_capacities()[q] / len(self._queues[q]))
+
+    def execute(self, work_s: float, owner: object = None) -> CpuJob:
+        """Start a job of ``work_s`` CPU-seconds (>= 0) for ``owner`` (a worker id; None: no owner);
+        returns its event (succeeds at completion).
+
+        Raises:
+            ValueError: ``work_s`` negative or not finite.
+        """
+        if not (work_s >= 0 and math.isfinite(work_s)):
+            raise ValueError(f"work_s: expected a finite number >= 0, got {work_s!r}")
+        job = CpuJob(self.env, work_s)
+        if work_s <= _EPS_WORK_S:
+            job.end_s = self.env.now
+            job.succeed(job.end_s)
+            return job
+        self._advance()
+        last = self._last.get(owner) if owner is not None else None
+        lens = [len(x) for x in self._queues]
+        if last is not None and last[1] == self.env.now:
+            q = last[0]  # it goes on computing: the thread never left its core
+        elif 0 in lens:
+            q = last[0] if last is not None and lens[last[0]] == 0 else lens.index(0)
+        elif last is not None:
+            q = last[0]
+        else:
+            q = lens.index(min(lens))
+        self._remaining[job] = float(work_s)
+        self._queue_of[job] = q
+        self._queues[q].append(job)
+        self._owner_of[job] = owner
+        self._balance()
+        self._reschedule()
+        return job
+
+    def set_cores(self, cores: float) -> None:
+        """Change the workers' total capacity from now on (other processes took ``nominal - cores``
+        or freed it; :meth:`queue_capacities` says which queues give it up): every active job is
+        charged at its old rate up to now.
+
+        Raises:
+            ValueError: ``cores`` not a finite number > 0.
+        """
+        if not (0 < cores < math.inf):
+            raise ValueError(f"cores: expected a finite number > 0, got {cores!r}")
+        if float(cores) == self.cores:
+            return
+        self._advance()
+        self.cores = float(cores)
+        self._reschedule()
+
+    def set_burst(self, cores: float) -> None:
+        """Other processes' bursty work from now on: ``cores`` taken in equal parts from the queues
+        that hold jobs (the threads a reply wakes preempt the niced workers where they run, idle core
+        or not: docs/validation/README.md, finding 23); 0 ends it.
+
+        Raises:
+            ValueError: ``cores`` negative or not finite.
+        """
+        if not (0 <= cores < math.inf):
+            raise ValueError(f"cores: expected a finite number >= 0, got {cores!r}")
+        if float(cores) == self.burst:
+            return
+        self._advance()
+        self.burst = float(cores)
+        self._reschedule()
+
+    def withdraw(self, job: CpuJob) -> float:
+        """Remove an unfinished job (its process was interrupted); returns the CPU-seconds it received.
+        A job already finished (or unknown) returns its full ``work_s`` and changes nothing."""
+        if job not in self._remaining:
+            return job.work_s
+        self._advance()
+        left = self._remaining[job]
+        self._remove(job)
+        self._balance()
+        self._reschedule()
+        return job.work_s - max(left, 0.0)
+
+    # ------------------------------------------------------------------ internals
+    def _remove(self, job: CpuJob) -> None:
+        q = self._queue_of.pop(job)
+        self._queues[q].remove(job)
+        del self._remaining[job]
+        owner = self._owner_of.pop(job)
+        if owner is not None:
+            self._last[owner] = (q, self.env.now)
+
+    def _balance(self) -> None:
+        """While a queue is empty and another holds two jobs or more, move the newest job of the
+        fullest (lowest index among the fullest) to the empty one (lowest index)."""
+        while True:
+            lens = [len(x) for x in self._queues]
+            hi, lo = max(lens), min(lens)
+            if lo > 0 or hi < 2:
+                return
+            src, dst = lens.index(hi), lens.index(lo)
+            job = self._queues[src].pop()
+            self._queues[dst].append(job)
+            self._queue_of[job] = dst
+
+    def _balance_later(self, _ev=None) -> None:
+        self._balance_pending = False
+        self._advance()
+        self._balance()
+        self._reschedule()
+
+    def _advance(self) -> None:
+        """Charge every active job for the time since the last change at its rate."""
+        now = self.env.now
+        dt = now - self._last_s
+        if dt > 0:
+            for job, rate in self._rates.items():
+                if job in self._remaining:
+                    self._remaining[job] -= dt * rate
+        self._last_s = now
+
+    def _reschedule(self) -> None:
+        self._version += 1
+        caps = self.queue_capacities()
+        self._rates = {job: min(1.0, caps[q] / len(self._queues[q])) for job, q in self._queue_of.items()}
+        if not self._remaining:
+            return
+        soonest = min(max(left, 0.0) / self._rates[job] for job, left in self._remaining.items())
+        wake = self.env.timeout(soonest)
+        wake.callbacks.append(lambda _ev, version=self._version: self._on_wake(version))
+
+    def _on_wake(self, version: int) -> None:
+        if version != self._version:
+            return  # superseded by a later change
+        self._advance()
+        now = self.env.now
+        done = [job for job, left in self._remaining.items() if left / self._rates[job] <= 1e-12]
+        if not done:  # float rounding left a sliver: finish the job closest to its end
+            done = [min(self._remaining, key=lambda j: self._remaining[j] / self._rates[j])]
+        for job in done:
+            self._remove(job)
+        self._reschedule()
+        for job in done:
+            job.end_s = now
+            job.succeed(now)
+        if not self._balance_pending:
+            # balance once the jobs' own events have run (scheduled after them, same instant): a worker
+            # that goes on computing keeps its core
+            self._balance_pending = True
+            self.env.timeout(0).callbacks.append(self._balance_later)
