@@ -6,12 +6,14 @@ calibrated from ``uncoded-a`` with the target's own measured other-process CPU a
 (``--load-from target --speed-from target``: the machine state is given, so what differs is how the
 cores were shared), once per scheduler. For every worker-iteration that sent, ``wall / CPU`` of its
 partitions (``compute_s / compute_cpu_s``) is binned by ``A``, the time-average number of workers
-computing during its partitions (itself included); and, per scheme, the compute wall time of the
-worker whose message made the iteration decodable (the last one the master needed).
+computing during its partitions (itself included); for a worker computing alone, its wall time beyond its CPU
+time by the number of other workers' replies that reached the master meanwhile; and, per scheme,
+the compute wall time of the worker whose message made the iteration decodable (the last one the
+master needed).
 
     .venv/bin/python docs/validation/scheduler_check.py docs/validation/protocol-seed4-2026-12-04/runs/real_expon
 
-Takes ~1 min of CPU. Prints two Markdown tables.
+Takes ~1 min of CPU. Prints three Markdown tables.
 """
 
 import dataclasses
@@ -39,6 +41,8 @@ def _partition_windows(workers: pd.DataFrame) -> pd.DataFrame:
     np.fill_diagonal(overlap, 0.0)
     w["A"] = 1.0 + overlap.sum(axis=1) / (end - start)
     w["ratio"] = w["compute_s"] / w["compute_cpu_s"]
+    arrivals = pd.to_numeric(workers["arrival_s"], errors="coerce").dropna().to_numpy(float)
+    w["replies"] = ((arrivals[None, :] >= start[:, None]) & (arrivals[None, :] < end[:, None])).sum(axis=1)
     return w[np.isfinite(w["ratio"])]
 
 
@@ -75,6 +79,16 @@ def main(runs_root: str) -> None:
             q5, q95 = np.percentile(x, [5, 95]) if len(x) else (np.nan, np.nan)
             cells.append(f"{x.mean():.2f} ± {x.std():.2f} [{q5:.2f}, {q95:.2f}] (n {len(x)})")
         print(f"| {a:.1f} | " + " | ".join(cells) + " |")
+    print("\nA worker computing alone (A < 1.15): wall time beyond its CPU time (ms, mean) by the number of "
+          "replies of other workers that reached the master meanwhile\n")
+    print("| replies meanwhile | " + " | ".join(windows) + " |")
+    print("|---|" + "---|" * len(windows))
+    for k in (0, 1, 2):
+        cells = []
+        for w in windows.values():
+            x = w[(w["A"] < 1.15) & (np.minimum(w["replies"], 2) == k)]
+            cells.append(f"{((x['ratio'] - 1) * x['compute_cpu_s']).mean() * 1e3:.1f} (n {len(x)})")
+        print(f"| {k}{'+' if k == 2 else ''} | " + " | ".join(cells) + " |")
     print("\nThe worker the master waited for last: compute wall time of its partitions (ms) and the mean "
           "iteration time (ms), measured vs each scheduler (one paired replay)\n")
     print("| target | measured wall | " + " | ".join(f"{s} wall" for s in results) + " | measured mean | "

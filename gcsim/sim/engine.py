@@ -469,13 +469,8 @@ class _SimulatedRun:
         self.background = background_draws(sc) if self.cpu is not None else None
         self.cores = sc.workload.cores
         self.burst_cores = sc.workload.background.burst_cores if self.background is not None else 0.0
-        # what other processes take now: steady cores; the per-message work at priority (a backlog of
-        # CPU-seconds served at burst_rate cores; burst_done_s: CPU-seconds served so far)
-        self.bg_steady = 0.0
-        self.burst_backlog_s, self.burst_rate, self.burst_t, self.burst_done_s, self.burst_version = 0.0, 0.0, 0.0, 0.0, 0
-        self.burst_mark_s = np.zeros(I)  # burst_done_s at each iteration's start
-        self.msg_sent: list[set] = [set() for _ in range(I)]
-        self.msg_charged: list[set] = [set() for _ in range(I)]
+        # what other processes take now: steady cores, burst cores, and the iteration of the burst
+        self.bg_steady, self.bg_burst, self.bg_it = 0.0, 0.0, -1
         self.per_byte = (float(sc.workload.background.per_payload_byte_cpu_s or 0.0) * sc.workload.gradient_bytes
                          if self.background is not None else 0.0)  # CPU-seconds per unit of payload_fraction
         self.overhead_s = block.call_overhead_s if block.call_overhead_s is not None else np.zeros((I, n))
@@ -506,15 +501,9 @@ class _SimulatedRun:
         self.arrival_events[it][mid].succeed()
 
     def send(self, it: int, mid: int, w: int) -> None:
-        self.msg_sent[it].add(mid)
         self.rec.send_s[it, w] = self.env.now
         self.rec.n_sent[it, w] += 1
         up = self.net.latency_s + self.grad_bytes * self.iter_msgs[it][mid].payload_fraction / self.bw
-        # Ray and the master handle the reply between its send and the master seeing it: queued now,
-        # the reply arrives no sooner than that work (and all queued before it) is done
-        self.charge_messages(it, (mid,))
-        if self.burst_rate > 0:
-            up = max(up, self.burst_backlog_s / self.burst_rate)
         self.env.timeout(up).callbacks.append(partial(self.arrive, it, mid))
 
     def start_iteration(self, w: int, it: int):
@@ -580,56 +569,14 @@ class _SimulatedRun:
             self.current[w] = -1
 
     def apply_background(self) -> None:
-        """Give the workers what the other processes leave: ``bg_steady`` cores all along and
-        ``burst_rate`` while per-message work is pending (one run queue per core: the steady part takes
-        an idle core first, the per-message work the busy ones, :mod:`gcsim.sim.runqueues`)."""
-        if isinstance(self.cpu, PerCoreQueues):
-            self.cpu.set_cores(worker_cores(self.cores, self.bg_steady))
-            self.cpu.set_burst(self.burst_rate)
-        else:
-            self.cpu.set_cores(worker_cores(self.cores, self.bg_steady + self.burst_rate))
+        self.cpu.set_cores(worker_cores(self.cores, self.bg_steady + self.bg_burst))
 
-    def _serve_burst(self) -> None:
-        """Bring the per-message backlog up to now."""
-        done = min(self.burst_rate * (self.env.now - self.burst_t), self.burst_backlog_s)
-        self.burst_backlog_s -= done
-        self.burst_done_s += done
-        self.burst_t = self.env.now
-
-    def charge_messages(self, it: int, mids) -> None:
-        """Queue the other processes' work of messages ``mids`` of iteration ``it`` (each its share,
-        by payload, of ``per_iteration_cpu_s`` plus ``per_payload_byte_cpu_s`` × its bytes), run at
-        priority on up to ``burst_cores`` cores from now on."""
-        if self.background is None:
-            return
-        msgs = self.iter_msgs[it]
-        total = sum(m.payload_fraction for m in msgs) or 1.0
-        cpu_s = 0.0
-        for mid in mids:
-            if mid in self.msg_charged[it]:
-                continue
-            self.msg_charged[it].add(mid)
-            pf = msgs[mid].payload_fraction
-            cpu_s += self.background[2][it] * pf / total + self.per_byte * pf
-        if cpu_s <= 0:
-            return
-        self.rec.burst_cpu[it] += cpu_s
-        self._serve_burst()
-        self.burst_backlog_s += cpu_s
-        rate = min(self.burst_cores, max(self.cores - self.bg_steady, 0.0))
-        if rate <= 0:
-            return
-        self.burst_rate = rate
-        self.burst_version += 1
-        self.env.timeout(self.burst_backlog_s / rate).callbacks.append(partial(self.end_burst, self.burst_version))
-        self.apply_background()
-
-    def end_burst(self, version: int, _ev=None) -> None:
-        if version != self.burst_version:
-            return  # more work was queued meanwhile: a later timeout ends it
-        self._serve_burst()
-        self.burst_backlog_s, self.burst_rate = 0.0, 0.0
-        self.apply_background()
+    def end_burst(self, it: int, _ev=None) -> None:
+        if self.bg_it == it and self.bg_burst > 0:
+            if np.isnan(self.rec.decodable[it]):
+                self.rec.burst_in_wait[it] = self.rec.burst_cpu[it]
+            self.bg_burst = 0.0
+            self.apply_background()
 
     def worker_shared_cpu(self, w: int):
         """The worker under CPU contention (module docstring): one CPU job per partition."""
@@ -680,8 +627,6 @@ class _SimulatedRun:
             self.current[w] = -1
 
     def cancel_stragglers(self, it: int, _ev=None) -> None:
-        # the calls that will never reply are cancelled: Ray's work for them is done now
-        self.charge_messages(it, [mid for mid in range(len(self.iter_msgs[it])) if mid not in self.msg_sent[it]])
         for w in range(self.n):
             if self.current[w] == it and self.procs[w].is_alive:
                 self.procs[w].interrupt("cancel")
@@ -706,9 +651,12 @@ class _SimulatedRun:
             rec.start[it] = env.now
             assign, msgs, segs, n_msgs_of = self.plans.at(it)
             if background is not None:
-                self._serve_burst()
-                self.burst_mark_s[it] = self.burst_done_s
-                self.bg_steady = background[0][it]
+                rec.burst_cpu[it] = background[2][it] + self.per_byte * sum(m.payload_fraction for m in msgs)
+                self.bg_steady, self.bg_burst, self.bg_it = background[0][it], 0.0, it
+                rate = min(self.burst_cores, max(self.cores - background[0][it], 0.0))
+                if rec.burst_cpu[it] > 0 and rate > 0:
+                    self.bg_burst = rate
+                    env.timeout(rec.burst_cpu[it] / rate).callbacks.append(partial(self.end_burst, it))
                 self.apply_background()
             if max(len(a) for a in assign) > cum_parts:
                 raise SchemeError.param(self.scheme.name, f"assignment at iteration {it}",
@@ -727,8 +675,8 @@ class _SimulatedRun:
             yield cond
             rec.decodable[it] = env.now
             if background is not None:
-                self._serve_burst()  # per-message work served while the master waited (any iteration's)
-                rec.burst_in_wait[it] = self.burst_done_s - self.burst_mark_s[it]
+                if self.bg_burst > 0:  # the per-iteration work goes on into the finish phase
+                    rec.burst_in_wait[it] = self.bg_burst * (env.now - rec.start[it])
                 self.bg_steady = background[1][it]
                 self.apply_background()
             dec = result["dec"]

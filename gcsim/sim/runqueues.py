@@ -59,7 +59,6 @@ class PerCoreQueues:
         self.env = env
         self.cores = float(cores)
         self.nominal = float(cores)  # the capacity with no other process (set_cores lowers ``cores``)
-        self.burst = 0.0  # cores of bursty work at priority, taken from the busy queues (set_burst)
         self.n_queues = max(1, math.ceil(self.cores - 1e-9))
         self._remaining: dict[CpuJob, float] = {}
         self._queue_of: dict[CpuJob, int] = {}
@@ -82,10 +81,9 @@ class PerCoreQueues:
 
     def queue_capacities(self) -> list[float]:
         """Cores each run queue gives its jobs now, ``(k,)``: ``nominal / k`` each, less what other
-        processes take: their steady part (``nominal - cores``, :meth:`set_cores`) goes to the idle
-        queues first (a normal-priority thread wakes on an idle core when there is one) and the rest
-        in equal parts to the busy ones (it preempts a niced worker on whichever core it lands); their
-        bursts (:meth:`set_burst`) come from the busy queues in equal parts."""
+        processes take (``nominal - cores``, :meth:`set_cores`), which goes to the idle queues first (a
+        normal-priority thread wakes on an idle core when there is one) and the rest in equal parts to
+        the busy ones (it preempts a niced worker on whichever core it lands)."""
         per = self.nominal / self.n_queues
         caps = [per] * self.n_queues
         others = max(self.nominal - self.cores, 0.0)
@@ -96,7 +94,7 @@ class PerCoreQueues:
                 caps[q] -= take
                 others -= take
         for q in busy:
-            caps[q] = max(caps[q] - (others + self.burst) / len(busy), per * 1e-6)
+            caps[q] = max(caps[q] - others / len(busy), per * 1e-6)
         return caps
 
     def rate_of(self, job: CpuJob) -> float:
@@ -154,22 +152,6 @@ class PerCoreQueues:
             return
         self._advance()
         self.cores = float(cores)
-        self._reschedule()
-
-    def set_burst(self, cores: float) -> None:
-        """Other processes' bursty work from now on: ``cores`` taken in equal parts from the queues
-        that hold jobs (the threads a reply wakes preempt the niced workers where they run, idle core
-        or not: docs/validation/README.md, finding 23); 0 ends it.
-
-        Raises:
-            ValueError: ``cores`` negative or not finite.
-        """
-        if not (0 <= cores < math.inf):
-            raise ValueError(f"cores: expected a finite number >= 0, got {cores!r}")
-        if float(cores) == self.burst:
-            return
-        self._advance()
-        self.burst = float(cores)
         self._reschedule()
 
     def withdraw(self, job: CpuJob) -> float:
