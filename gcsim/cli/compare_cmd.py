@@ -70,6 +70,10 @@ _CHOICE_HELP = {
                           "out blocks of iterations during which another load came and went (other processes' CPU "
                           "well above the run's own level; the report's notes say which); all = every iteration "
                           "after the warm-up.",
+    "scheduler": "How the simulated workers share the cores (workload.scheduler): auto = a simulated "
+                 "calibration run's own setting, processor-sharing (every computing worker at the same rate) "
+                 "for a real one; per-core = one run queue per core as Linux keeps them (it reproduces the "
+                 "spread of the workers' wall time per CPU second, finding 23); either whatever the run.",
 }
 
 
@@ -115,12 +119,6 @@ def _choice_options(command):
                    "and drifting over iterations (workload.speed_variation: sd and lag-1 autocorrelation of the "
                    "common part of the workers' CPU per partition, measured on their clocks); off: every "
                    "partition's work drawn independently.")
-@click.option("--scheduler", type=click.Choice(["auto", "per-core", "processor-sharing"]), default="auto",
-              show_default=True,
-              help="How the simulated workers share the cores (workload.scheduler): auto = as the calibration "
-                   "run's did (a real run: per-core, one run queue per core as the operating system keeps "
-                   "them); per-core or processor-sharing (every computing worker at the same rate) whatever "
-                   "the run.")
 @_option("--bootstrap", "n_resamples", field="n_resamples", type=int,
          help="Bootstrap resamples per confidence interval.")
 @_option("--seed", field="seed", type=IntOption(0, 2**32 - 1),

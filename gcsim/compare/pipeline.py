@@ -126,8 +126,8 @@ class CompareOptions:
             from the workers' CPU clocks: :mod:`gcsim.compare.speed_variation`); False: every partition's
             work drawn independently.
         scheduler: how the simulated workers share the cores (``workload.scheduler``): ``"auto"``
-            (default) – as the calibration run's did (a real run: ``per-core``,
-            :func:`gcsim.compare.run_facts.run_scheduler`); ``"per-core"`` / ``"processor-sharing"`` –
+            (default) – a simulated calibration run's own, ``processor-sharing`` for a real one
+            (:func:`gcsim.compare.run_facts.run_scheduler`); ``"per-core"`` / ``"processor-sharing"`` –
             that model whatever the run.
     Raises:
         ConfigError: naming the CLI option.

@@ -70,10 +70,13 @@ def run_cores(run: RunDir) -> float | None:
 
 
 def run_scheduler(run: RunDir) -> str:
-    """How the run's workers shared their cores (``workload.scheduler``): a simulated run's own
-    setting; a real run's ``per-core`` (the operating system keeps one run queue per core and a worker
-    on its core, :mod:`gcsim.sim.runqueues`; docs/validation/README.md, finding 23)."""
-    return "per-core" if run.executor == "real" else run.scenario.workload.scheduler
+    """The ``workload.scheduler`` a calibration from ``run`` simulates with: a simulated run's own
+    setting; for a real run ``processor-sharing``, the model every committed protocol pass was
+    validated with. (A real machine keeps one run queue per core, which ``per-core`` models,
+    :mod:`gcsim.sim.runqueues`: it reproduces the spread of the workers' wall time per CPU second but
+    did not make the predicted means better; docs/validation/README.md, finding 23. ``gcsim compare
+    --scheduler per-core`` or the scenario field selects it.)"""
+    return "processor-sharing" if run.executor == "real" else run.scenario.workload.scheduler
 
 
 def cancel_granularity(run: RunDir) -> str:
