@@ -83,8 +83,8 @@ class ProcessorSharing:
 
     def execute(self, work_s: float, owner: object = None) -> CpuJob:
         """Start a job of ``work_s`` CPU-seconds (>= 0); returns its event (succeeds at completion).
-        ``owner`` (the worker it computes for) is accepted for the interface of
-        :class:`gcsim.sim.runqueues.PerCoreQueues` and changes nothing here.
+        ``owner`` (the worker it computes for) places it in :class:`gcsim.sim.runqueues.PerCoreQueues`
+        and changes nothing here.
 
         Raises:
             ValueError: ``work_s`` negative or not finite.
@@ -97,7 +97,7 @@ class ProcessorSharing:
             job.succeed(job.end_s)
             return job
         self._advance()
-        self._remaining[job] = float(work_s)
+        self._admit(job, owner)
         self._reschedule()
         return job
 
@@ -122,11 +122,19 @@ class ProcessorSharing:
         if job not in self._remaining:
             return job.work_s
         self._advance()
-        left = self._remaining.pop(job)
+        left = self._drop(job)
         self._reschedule()
         return job.work_s - max(left, 0.0)
 
     # ------------------------------------------------------------------ internals
+    def _admit(self, job: CpuJob, owner: object) -> None:
+        """Add ``job`` to the executing set (all up to date at ``env.now``)."""
+        self._remaining[job] = float(job.work_s)
+
+    def _drop(self, job: CpuJob) -> float:
+        """Remove an executing ``job``; returns the CPU-seconds it still needed."""
+        return self._remaining.pop(job)
+
     def _advance(self) -> None:
         """Charge every active job for the time since the last change at the current rate."""
         now = self.env.now

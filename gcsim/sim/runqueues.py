@@ -29,8 +29,9 @@ The model (``workload.scheduler: per-core``), for ``k = ceil(cores)`` queues of 
   :meth:`queue_capacities`): an idle core first (a normal-priority thread wakes on an idle core when
   there is one), the rest in equal parts from the busy ones (it preempts a niced worker there).
 
-Same interface as :class:`gcsim.sim.cpu.ProcessorSharing` (``execute``, ``withdraw``,
-``set_cores``, ``active``); exact and event-driven, with the same versioned wake-ups.
+A subclass of :class:`gcsim.sim.cpu.ProcessorSharing` (``execute``, ``withdraw``, ``set_cores``,
+``active``), exact and event-driven with the same versioned wake-ups; it places jobs on queues and
+gives each its own rate.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ import math
 
 import simpy
 
-from gcsim.errors import ConfigError
-from gcsim.sim.cpu import _EPS_WORK_S, CpuJob
+from gcsim.sim.cpu import CpuJob, ProcessorSharing
 
 
-class PerCoreQueues:
-    """``ceil(cores)`` run queues of ``cores / ceil(cores)`` each (see the module docstring).
+class PerCoreQueues(ProcessorSharing):
+    """``ceil(cores)`` run queues of ``cores / ceil(cores)`` each (see the module docstring); the
+    interface, validation and versioned wake-ups of :class:`ProcessorSharing`, with a rate per job.
 
     Args:
         env: the SimPy environment.
@@ -54,26 +55,15 @@ class PerCoreQueues:
     """
 
     def __init__(self, env: simpy.Environment, cores: float):
-        if isinstance(cores, bool) or not isinstance(cores, (int, float)) or not (0 < cores < math.inf):
-            raise ConfigError("workload.cores", "a number of cores > 0", cores)
-        self.env = env
-        self.cores = float(cores)
-        self.nominal = float(cores)  # the capacity with no other process (set_cores lowers ``cores``)
+        super().__init__(env, cores)
+        self.nominal = self.cores  # the capacity with no other process (set_cores lowers ``cores``)
         self.n_queues = max(1, math.ceil(self.cores - 1e-9))
-        self._remaining: dict[CpuJob, float] = {}
         self._queue_of: dict[CpuJob, int] = {}
         self._queues: list[list[CpuJob]] = [[] for _ in range(self.n_queues)]  # placement order
         self._owner_of: dict[CpuJob, object] = {}
         self._last: dict[object, tuple[int, float]] = {}  # owner -> (queue, instant its last job ended)
         self._rates: dict[CpuJob, float] = {}
-        self._last_s = env.now
-        self._version = 0
         self._balance_pending = False
-
-    @property
-    def active(self) -> int:
-        """Number of jobs executing now."""
-        return len(self._remaining)
 
     def queue_lengths(self) -> list[int]:
         """Jobs on each run queue now, ``(k,)``."""
@@ -105,21 +95,9 @@ class PerCoreQueues:
         q = self._queue_of[job]
         return min(1.0, self.queue_capacities()[q] / len(self._queues[q]))
 
-    def execute(self, work_s: float, owner: object = None) -> CpuJob:
-        """Start a job of ``work_s`` CPU-seconds (>= 0) for ``owner`` (a worker id; None: no owner);
-        returns its event (succeeds at completion).
-
-        Raises:
-            ValueError: ``work_s`` negative or not finite.
-        """
-        if not (work_s >= 0 and math.isfinite(work_s)):
-            raise ValueError(f"work_s: expected a finite number >= 0, got {work_s!r}")
-        job = CpuJob(self.env, work_s)
-        if work_s <= _EPS_WORK_S:
-            job.end_s = self.env.now
-            job.succeed(job.end_s)
-            return job
-        self._advance()
+    # ------------------------------------------------------------------ internals
+    def _admit(self, job: CpuJob, owner: object) -> None:
+        """Place ``job`` on a run queue (the module docstring's rules) and balance."""
         last = self._last.get(owner) if owner is not None else None
         lens = [len(x) for x in self._queues]
         if last is not None and last[1] == self.env.now:
@@ -130,43 +108,19 @@ class PerCoreQueues:
             q = last[0]
         else:
             q = lens.index(min(lens))
-        self._remaining[job] = float(work_s)
+        self._remaining[job] = float(job.work_s)
         self._queue_of[job] = q
         self._queues[q].append(job)
         self._owner_of[job] = owner
         self._balance()
-        self._reschedule()
-        return job
 
-    def set_cores(self, cores: float) -> None:
-        """Change the workers' total capacity from now on (other processes took ``nominal - cores``
-        or freed it; :meth:`queue_capacities` says which queues give it up): every active job is
-        charged at its old rate up to now.
-
-        Raises:
-            ValueError: ``cores`` not a finite number > 0.
-        """
-        if not (0 < cores < math.inf):
-            raise ValueError(f"cores: expected a finite number > 0, got {cores!r}")
-        if float(cores) == self.cores:
-            return
-        self._advance()
-        self.cores = float(cores)
-        self._reschedule()
-
-    def withdraw(self, job: CpuJob) -> float:
-        """Remove an unfinished job (its process was interrupted); returns the CPU-seconds it received.
-        A job already finished (or unknown) returns its full ``work_s`` and changes nothing."""
-        if job not in self._remaining:
-            return job.work_s
-        self._advance()
+    def _drop(self, job: CpuJob) -> float:
+        """Remove ``job`` (withdrawn) and balance; returns the CPU-seconds it still needed."""
         left = self._remaining[job]
         self._remove(job)
         self._balance()
-        self._reschedule()
-        return job.work_s - max(left, 0.0)
+        return left
 
-    # ------------------------------------------------------------------ internals
     def _remove(self, job: CpuJob) -> None:
         q = self._queue_of.pop(job)
         self._queues[q].remove(job)
