@@ -277,6 +277,9 @@ class Scenario(_Model):
         if self.workload.background is not None and self.workload.cores is None:
             raise SpecFieldError("workload.background", "no background without workload.cores (the cores it "
                                  "takes a share of)", _GivenLabel("a background with cores unset"))
+        if self.workload.scheduler == "per-core" and self.workload.cores is None:
+            raise SpecFieldError("workload.scheduler", "per-core only with workload.cores (the cores whose run "
+                                 "queues it models)", _GivenLabel("per-core with cores unset"))
         ws = self.stragglers.worker_scale
         if ws is not None and len(ws) != self.n_workers:
             raise SpecFieldError("stragglers.worker_scale", f"a list of n_workers={self.n_workers} factors",

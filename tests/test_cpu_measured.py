@@ -1,6 +1,7 @@
 """Measured CPU per worker-iteration (trace format 2): the simulator writes the CPU work it drew, and
 calibration takes partition work and per-call CPU from ``compute_cpu_s`` / ``cpu_s`` when present."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -151,7 +152,8 @@ def test_the_calibrated_scheduler_is_the_runs_or_the_validated_one(tmp_path):
                                      params={"gc-fr": (1, 1)}, executor="sim"))
     assert calibrate(sim, warmup=5).scheduler == "per-core"
     forced = _with_scheduler(cal, CompareOptions(scheduler="per-core"))
-    assert forced.scheduler == "per-core" and _with_scheduler(cal, CompareOptions()) is cal
+    assert forced.scheduler == "per-core" and _with_scheduler(cal, CompareOptions()).scheduler == "processor-sharing"
+    assert any("workload.scheduler: per-core" in n for n in forced.notes)
     assert build_scenario(run, "gc-fr", forced).workload.scheduler == "per-core"
     with pytest.raises(ConfigError, match="--scheduler"):
         CompareOptions(scheduler="fair")
@@ -181,3 +183,11 @@ def test_the_targets_own_load_keeps_the_workers_idle_cpu(tmp_path):
     compare_runs([(run, ["gc-fr"])], calibrate_from=run, options=opts, simulate=fake_simulate)
     assert seen and seen[-1].wait.value == pytest.approx(0.1 + 6 * 0.005, rel=1e-6)
     assert seen[-1].finish.value == pytest.approx(0.1 + 6 * 0.005, rel=1e-6)
+
+
+def test_a_scheduler_with_no_shared_cores_says_it_did_nothing(tmp_path):
+    path, _, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.008)
+    cal = dataclasses.replace(calibrate(read_run_dir(path), warmup=5), cores=None)
+    same = _with_scheduler(cal, CompareOptions(scheduler="per-core"))
+    assert same.scheduler == cal.scheduler
+    assert any(n.startswith("--scheduler per-core: no effect") for n in same.notes)

@@ -142,3 +142,12 @@ def test_the_engine_runs_three_workers_two_plus_one():
 def test_a_bad_scheduler_names_the_field():
     with pytest.raises(ConfigError, match=r"workload\.scheduler.*per-core.*'fair'"):
         _scenario("fair")
+
+
+def test_per_core_needs_cores():
+    sc = {"name": "rq", "n_workers": 3, "iterations": 1, "schemes": [{"name": "uncoded"}],
+          "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 1.0}, "scheduler": "per-core"}}
+    with pytest.raises(ConfigError, match=r"workload\.scheduler: expected per-core only with workload\.cores"):
+        validate_scenario(sc)
+    sc["workload"]["scheduler"] = "processor-sharing"  # the default, harmless without cores
+    assert validate_scenario(sc).workload.cores is None

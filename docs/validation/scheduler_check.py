@@ -13,7 +13,7 @@ master needed).
 
     .venv/bin/python docs/validation/scheduler_check.py docs/validation/protocol-seed4-2026-12-04/runs/real_expon
 
-Takes ~1 min of CPU. Prints three Markdown tables.
+Takes a few seconds. Prints three Markdown tables.
 """
 
 import dataclasses
@@ -110,4 +110,9 @@ def main(runs_root: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    main(sys.argv[1])
+    from gcsim.errors import GcsimError
+
+    try:
+        main(sys.argv[1])
+    except GcsimError as e:
+        sys.exit(f"scheduler_check.py: {e}")

@@ -72,8 +72,9 @@ _CHOICE_HELP = {
                           "after the warm-up.",
     "scheduler": "How the simulated workers share the cores (workload.scheduler): auto = a simulated "
                  "calibration run's own setting, processor-sharing (every computing worker at the same rate) "
-                 "for a real one; per-core = one run queue per core as Linux keeps them (it reproduces the "
-                 "spread of the workers' wall time per CPU second, finding 23); either whatever the run.",
+                 "for a real one; per-core (one run queue per core as Linux keeps them: it reproduces the "
+                 "spread of the workers' wall time per CPU second, finding 23) or processor-sharing = that "
+                 "model, whatever the calibration run.",
 }
 
 

@@ -273,10 +273,19 @@ class CompareResult:
 
 
 def _with_scheduler(cal: Calibration, options: CompareOptions) -> Calibration:
-    """``cal`` with ``options.scheduler`` unless ``"auto"`` (or no shared cores modelled)."""
-    if options.scheduler == "auto" or cal.cores is None:
-        return cal
-    return dataclasses.replace(cal, scheduler=options.scheduler)
+    """``cal`` with ``options.scheduler`` unless ``"auto"``, and a note saying which scheduler the
+    simulation uses (or that ``--scheduler`` had nothing to act on: no shared cores modelled)."""
+    if cal.cores is None:
+        if options.scheduler == "auto":
+            return cal
+        note = (f"--scheduler {options.scheduler}: no effect, the workers had a core each (no shared cores "
+                f"recorded for the calibration run)")
+        return dataclasses.replace(cal, notes=tuple(cal.notes) + (note,))
+    scheduler = cal.scheduler if options.scheduler == "auto" else options.scheduler
+    how = ("one run queue per core" if scheduler == "per-core"
+           else "every computing worker at the same rate")
+    note = f"simulated with workload.scheduler: {scheduler} ({how}; --scheduler {options.scheduler})"
+    return dataclasses.replace(cal, scheduler=scheduler, notes=tuple(cal.notes) + (note,))
 
 
 def _default_simulate():

@@ -195,8 +195,11 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         f"  workload.cores: {d['cores']} (the cores the workers shared)" if d["cores"] is not None
         else "  workload.cores: unset (every worker had a core of its own)",
         *([f"  workload.scheduler: {d['scheduler']} ("
-           + ("one run queue per core, as the operating system shared them: a worker stays on its core"
-              if d["scheduler"] == "per-core" else "every computing worker at the same rate") + ")"]
+           + ("one run queue per core: a worker stays on its core" if d["scheduler"] == "per-core"
+              else "every computing worker at the same rate")
+           + ("; as the simulated run had it" if run.executor != "real" else
+              "; the model the validation passes check for a real run, per-core is opt-in: "
+              "docs/validation/README.md, finding 23") + ")"]
           if d["cores"] is not None else []),
     ]
     if d["background_wait_cores"] is not None:
