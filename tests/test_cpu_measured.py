@@ -94,14 +94,13 @@ def test_wall_is_the_default_cpu_source_even_with_measured_columns(tmp_path):
 
 def test_worker_idle_is_the_gap_between_calls_plus_the_delay():
     # two workers, three iterations starting at 0, 1, 2 s; worker 1 is cancelled in iteration 1
-    its = pd.DataFrame({"iteration": [0, 1, 2], "start_s": [0.0, 1.0, 2.0]})
     wk = pd.DataFrame({"iteration": [0, 0, 1, 1, 2, 2], "worker": [0, 1, 0, 1, 0, 1],
                        # stamps in seconds since the run's start, as both executors write them
                        "compute_start_s": [0.01, 0.02, 1.01, 1.03, 2.02, 2.01],
                        "delay_s": [0.0, 0.0, 0.5, 0.0, 0.0, 0.0],
                        "compute_s": [0.1, 0.2, 0.1, 0.05, 0.1, 0.1],
                        "send_s": [0.2, 0.3, 1.7, np.nan, 2.2, 2.2]})
-    idle = worker_idle_s(wk, its)
+    idle = worker_idle_s(wk)
     assert np.isnan(idle[0]) and np.isnan(idle[1])  # first calls: no previous end
     # worker 0: previous call ended at 0.2, this one starts at 1.01 and sleeps 0.5 s
     np.testing.assert_allclose(idle[[2, 4]], [1.01 - 0.2 + 0.5, 2.02 - 1.7])
@@ -115,7 +114,7 @@ def test_idle_cpu_is_split_from_the_per_call_cpu(tmp_path):
     path, _, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.0)
     run = read_run_dir(path)
     wk = run.workers_of("gc-fr").copy()
-    idle = worker_idle_s(wk, run.iterations_of("gc-fr"))
+    idle = worker_idle_s(wk)
     wk["cpu_s"] = wk["compute_cpu_s"] + 0.006 + 0.005 * np.nan_to_num(idle)
     wk.to_csv(path / "workers.csv", index=False)
     its = run.iterations_of("gc-fr").copy()
@@ -165,7 +164,7 @@ def test_the_targets_own_load_keeps_the_workers_idle_cpu(tmp_path):
     path, _, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.0)
     run = read_run_dir(path)
     wk = run.workers_of("gc-fr").copy()
-    wk["cpu_s"] = wk["compute_cpu_s"] + 0.006 + 0.005 * np.nan_to_num(worker_idle_s(wk, run.iterations_of("gc-fr")))
+    wk["cpu_s"] = wk["compute_cpu_s"] + 0.006 + 0.005 * np.nan_to_num(worker_idle_s(wk))
     wk.to_csv(path / "workers.csv", index=False)
     its = run.iterations_of("gc-fr").copy()
     its["other_cpu_wait_s"] = 0.1 * (its["decodable_s"] - its["start_s"])

@@ -339,7 +339,7 @@ class _Samples:
         dec = decontend(all_rows, run_c if run_c is not None else np.inf, rows=all_rows.index.isin(wk.index))
         if self.use_measured:
             cpu_s, over_s = measured_cpu(wk, dec.partitions_s, dec.overhead_s)
-            idle_all = worker_idle_s(all_rows, run.iterations_of(sch))
+            idle_all = worker_idle_s(all_rows)
             self.idle_s.append(idle_all[all_rows.index.isin(wk.index)][np.isfinite(over_s)])
             self.n_measured += int(np.isfinite(pd.to_numeric(wk["compute_cpu_s"], errors="coerce")).sum())
             if self.speed_variation:  # the iteration's shared factor is drawn again by the simulator

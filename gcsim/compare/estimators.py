@@ -253,14 +253,14 @@ def fit_transfer(payload_bytes: np.ndarray, transfer_s: np.ndarray) -> tuple[Tra
     return fit, notes
 
 
-def worker_idle_s(workers: pd.DataFrame, iterations: pd.DataFrame) -> np.ndarray:
+def worker_idle_s(workers: pd.DataFrame) -> np.ndarray:
     """Per worker row: seconds the worker process spent outside its partitions' loop since its
     previous call ended, i.e. the gap between calls plus this call's injected delay (``(k,)``, NaN
     for a worker's first row or where the stamps are missing; gaps clipped at 0).
 
     A call ends at its ``send_s`` (or, cancelled, at ``compute_start_s + delay_s + compute_s``); the
     next starts at its ``compute_start_s`` (every stamp in seconds since the run's start, as both
-    executors write them; ``iterations`` is not needed and kept for the signature). The real
+    executors write them). The real
     worker's ``cpu_s - compute_cpu_s`` covers exactly this span (:mod:`gcsim.real.worker`:
     ``cpu_before`` + the delay's sleep + loading the weights + encoding).
     """

@@ -87,14 +87,6 @@ class PerCoreQueues(ProcessorSharing):
             caps[q] = max(caps[q] - others / len(busy), per * 1e-6)
         return caps
 
-    def rate_of(self, job: CpuJob) -> float:
-        """CPU-seconds per second ``job`` gets now: ``min(1, capacity_q / n_q)`` on its queue ``q``
-        (:meth:`queue_capacities`; 0 for a job not executing)."""
-        if job not in self._queue_of:
-            return 0.0
-        q = self._queue_of[job]
-        return min(1.0, self.queue_capacities()[q] / len(self._queues[q]))
-
     # ------------------------------------------------------------------ internals
     def _admit(self, job: CpuJob, owner: object) -> None:
         """Place ``job`` on a run queue (the module docstring's rules) and balance."""
@@ -159,6 +151,8 @@ class PerCoreQueues(ProcessorSharing):
         self._last_s = now
 
     def _reschedule(self) -> None:
+        """Each job's rate ``min(1, capacity_q / n_q)`` on its queue ``q`` (:meth:`queue_capacities`) and
+        one versioned wake-up for the job that ends first."""
         self._version += 1
         caps = self.queue_capacities()
         self._rates = {job: min(1.0, caps[q] / len(self._queues[q])) for job, q in self._queue_of.items()}
