@@ -136,24 +136,24 @@ def test_split_idle_cpu_keeps_a_constant_overhead():
 
 
 def test_the_calibrated_scheduler_is_the_runs_or_the_validated_one(tmp_path):
-    # a real run is simulated with processor sharing (the model the protocol passes validate; per-core
-    # is opt-in, finding 23); a simulated run keeps its own setting; gcsim compare --scheduler overrides
+    # a real run is simulated with one run queue per core (findings 23-24); a simulated run keeps its
+    # own setting; gcsim compare --scheduler overrides
     path, _, _ = _measured_run(tmp_path, part_cpu_s=0.027, call_cpu_s=0.008)
     run = read_run_dir(path)
     cal = calibrate(run, warmup=5, use_measured_cpu=True)
-    assert cal.scheduler == "processor-sharing"
-    assert scenario_data(run, "gc-fr", cal)["workload"]["scheduler"] == "processor-sharing"
+    assert cal.scheduler == "per-core"
+    assert scenario_data(run, "gc-fr", cal)["workload"]["scheduler"] == "per-core"
     its, wks = make_trace("gc-fr", n=6, s=1, iterations=40, seed=4, partitions=2)
     cfg = {"name": "m", "n_workers": 6, "iterations": 40, "seed": 1, "schemes": [{"name": "gc-fr", "s": 1}],
-           "workload": {"gradient_bytes": 1e6, "model_bytes": 1e6, "cores": 2, "scheduler": "per-core",
+           "workload": {"gradient_bytes": 1e6, "model_bytes": 1e6, "cores": 2, "scheduler": "processor-sharing",
                         "compute": {"dist": "constant", "value": 0.01}}, "policy": "cancel"}
     sim = read_run_dir(write_run_dir(tmp_path / "s", {"gc-fr": (its, wks)}, n=6, config=cfg,
                                      params={"gc-fr": (1, 1)}, executor="sim"))
-    assert calibrate(sim, warmup=5).scheduler == "per-core"
-    forced = _with_scheduler(cal, CompareOptions(scheduler="per-core"))
-    assert forced.scheduler == "per-core" and _with_scheduler(cal, CompareOptions()).scheduler == "processor-sharing"
-    assert any("workload.scheduler: per-core" in n for n in forced.notes)
-    assert build_scenario(run, "gc-fr", forced).workload.scheduler == "per-core"
+    assert calibrate(sim, warmup=5).scheduler == "processor-sharing"
+    forced = _with_scheduler(cal, CompareOptions(scheduler="processor-sharing"))
+    assert forced.scheduler == "processor-sharing" and _with_scheduler(cal, CompareOptions()).scheduler == "per-core"
+    assert any("workload.scheduler: processor-sharing" in n for n in forced.notes)
+    assert build_scenario(run, "gc-fr", forced).workload.scheduler == "processor-sharing"
     with pytest.raises(ConfigError, match="--scheduler"):
         CompareOptions(scheduler="fair")
 

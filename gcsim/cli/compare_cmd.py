@@ -71,9 +71,9 @@ _CHOICE_HELP = {
                           "well above the run's own level; the report's notes say which); all = every iteration "
                           "after the warm-up.",
     "scheduler": "How the simulated workers share the cores (workload.scheduler): auto = a simulated "
-                 "calibration run's own setting, processor-sharing (every computing worker at the same rate) "
-                 "for a real one; per-core (one run queue per core as Linux keeps them: it reproduces the "
-                 "spread of the workers' wall time per CPU second, finding 23) or processor-sharing = that "
+                 "calibration run's own setting, per-core for a real one (one run queue per core as Linux "
+                 "keeps them: it reproduces the spread of the workers' wall time per CPU second, findings "
+                 "23-24); per-core or processor-sharing (every computing worker at the same rate) = that "
                  "model, whatever the calibration run.",
 }
 

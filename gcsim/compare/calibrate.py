@@ -120,7 +120,7 @@ class Calibration:
             ``compute_values_s`` then has each iteration's factor taken out, ``overhead_values_s`` is as
             measured), or None when not modelled.
         scheduler: the ``workload.scheduler`` to simulate with (:func:`run_scheduler` of the first run):
-            ``processor-sharing`` for a real run, a simulated run's own setting.
+            ``per-core`` for a real run, a simulated run's own setting.
         idle_cores_per_worker: CPU (cores) each worker process uses while it waits between calls
             (:func:`split_idle_cpu`); already part of ``background_wait_cores`` /
             ``background_finish_cores`` (times ``n_workers``), kept to add it to a target's own

@@ -126,7 +126,7 @@ class CompareOptions:
             from the workers' CPU clocks: :mod:`gcsim.compare.speed_variation`); False: every partition's
             work drawn independently.
         scheduler: how the simulated workers share the cores (``workload.scheduler``): ``"auto"``
-            (default) – a simulated calibration run's own, ``processor-sharing`` for a real one
+            (default) – a simulated calibration run's own, ``per-core`` for a real one
             (:func:`gcsim.compare.run_facts.run_scheduler`); ``"per-core"`` / ``"processor-sharing"`` –
             that model whatever the run.
     Raises:

@@ -71,12 +71,13 @@ def run_cores(run: RunDir) -> float | None:
 
 def run_scheduler(run: RunDir) -> str:
     """The ``workload.scheduler`` a calibration from ``run`` simulates with: a simulated run's own
-    setting; for a real run ``processor-sharing``, the model every committed protocol pass was
-    validated with. (A real machine keeps one run queue per core, which ``per-core`` models,
-    :mod:`gcsim.sim.runqueues`: it reproduces the spread of the workers' wall time per CPU second but
-    did not make the predicted means better; docs/validation/README.md, finding 23. ``gcsim compare
-    --scheduler per-core`` or the scenario field selects it.)"""
-    return "processor-sharing" if run.executor == "real" else run.scenario.workload.scheduler
+    setting; for a real run ``per-core`` (the operating system keeps one run queue per core and a
+    worker on its core, :mod:`gcsim.sim.runqueues`). Chosen over processor sharing on all 21 committed
+    model-passes (docs/validation/README.md, findings 23 and 24): it reproduces the spread of the
+    workers' wall time per CPU second, takes the p95 within 10 % in one more quiet pass and the
+    predictions with a neighbour a little closer, and moves the quiet means < 0.1 point on average.
+    ``gcsim compare --scheduler processor-sharing`` or the scenario field selects the other model."""
+    return "per-core" if run.executor == "real" else run.scenario.workload.scheduler
 
 
 def cancel_granularity(run: RunDir) -> str:

@@ -198,8 +198,8 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
            + ("one run queue per core: a worker stays on its core" if d["scheduler"] == "per-core"
               else "every computing worker at the same rate")
            + ("; as the simulated run had it" if run.executor != "real" else
-              "; the model the validation passes check for a real run, per-core is opt-in: "
-              "docs/validation/README.md, finding 23") + ")"]
+              "; for a real run per-core, as Linux shares cores: docs/validation/README.md, "
+              "findings 23-24") + ")"]
           if d["cores"] is not None else []),
     ]
     if d["background_wait_cores"] is not None:
