@@ -86,7 +86,9 @@ class Workload(_Model):
     worker at the same rate ``min(1, cores / A)`` (:mod:`gcsim.sim.cpu`); ``per-core`` – one run queue
     per core as Linux's scheduler keeps them (:mod:`gcsim.sim.runqueues`): a worker stays on its core,
     the workers of one core share it, so with 3 on 2 cores one runs at full speed and two at half
-    (docs/validation/README.md, finding 23).
+    (docs/validation/README.md, findings 23–24; ``floor(cores)`` queues, at least one, of ``cores / k``
+    each, so a fraction of a core is spread over the whole ones). ``gcsim calibrate`` writes ``per-core``
+    for a real run; a hand-written scenario defaults to ``processor-sharing``.
 
     ``call_overhead``: optional CPU-seconds per worker-iteration besides the partitions (loading the
     weights, encoding the message(s)), spent after the last partition, before the message(s) leave;

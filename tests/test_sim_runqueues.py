@@ -151,3 +151,21 @@ def test_per_core_needs_cores():
         validate_scenario(sc)
     sc["workload"]["scheduler"] = "processor-sharing"  # the default, harmless without cores
     assert validate_scenario(sc).workload.cores is None
+
+
+def test_a_fractional_capacity_is_spread_over_the_whole_cores():
+    # floor(cores) queues of cores/k each: 2.01 cores are two queues of 1.005, so a job alone runs at one
+    # core (ceil would give three queues of 0.67 and a lone job 1.5 x slower)
+    ends, _, cpu = _run(2.01, [(0, 0.1, "a")])
+    assert cpu.n_queues == 2
+    np.testing.assert_allclose(ends, [0.1], rtol=1e-12)
+    # 2.5 cores: two queues of 1.25. A -> q0, B -> q1, C (new, no idle queue) -> q0 with A: 0.625 each
+    # while B runs at 1 and ends at 1.0; q1 runs empty, C moves there: A and C each have 0.375 left at
+    # one core -> 1.375 (processor sharing: 2.5/3 each, all at 1.2)
+    ends, _, cpu = _run(2.5, [(0, 1.0, "a"), (0, 1.0, "b"), (0, 1.0, "c")])
+    assert cpu.queue_capacities() == [1.25, 1.25]
+    np.testing.assert_allclose(ends, [1.375, 1.0, 1.375], rtol=1e-12)
+    # less than a core: one queue of 0.5 -> 1 CPU-s in 2 s
+    ends, _, cpu = _run(0.5, [(0, 1.0, "a")])
+    assert cpu.n_queues == 1
+    np.testing.assert_allclose(ends, [2.0], rtol=1e-12)

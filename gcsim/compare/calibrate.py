@@ -11,7 +11,7 @@ Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after 
   (no contention) when unknown or when every worker has a core of its own (``n <= cores``). With
   contention, every compute time below is first *de-contended* (:mod:`gcsim.compare.contention`):
   the CPU-seconds on an idle core that the worker needed, given how many workers were busy at each
-  instant of its compute (processor sharing, the simulator's model). Without it, a worker computing
+  instant of its compute (processor sharing inverted, whichever scheduler is then simulated). Without it, a worker computing
   alone after its delay and one computing among six look like different distributions, and drawing
   them i.i.d. spreads the simulated workers far more than the observed, correlated ones.
   What else takes CPU while the workers compute is absorbed into the de-contended work: on the
@@ -424,7 +424,8 @@ class _Samples:
                          f"partition work from compute_cpu_s, per-call overhead = cpu_s - compute_cpu_s, mean "
                          f"{over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU; {cores:g} shared cores")
         elif cores is not None:
-            notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing); "
+            notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing inverted, whichever "
+                         f"scheduler is simulated); "
                          f"per-call overhead mean {over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU")
         return over, idle_rate
 

@@ -6,12 +6,16 @@ A real machine does not: each core has its own run queue, the jobs on one core s
 a job stays on its core while it runs. With 3 runnable workers on 2 cores one has a core to itself
 and two share the other (rates 1, ½, ½, not ⅔ each), and the scheduler leaves it so: moving a job
 would not reduce the imbalance of one. Measured on the real executor's workers (6 on 2 cores,
-docs/validation/README.md, finding 23): with on average 3 workers computing, the ratio of a
-partition's wall time to its CPU time spreads from 1.06 to 2.16 (5th–95th percentile) where
-egalitarian sharing gives 1.40–1.71, and the worker a coded scheme waits for last is, by selection,
-one of the unlucky ones.
+docs/validation/README.md, finding 23): with 3 workers computing, the ratio of a partition's wall
+time to its CPU time spreads from 1.06 to 2.20 (5th–95th percentile; this model 1.06–2.15) where
+egalitarian sharing gives 1.44–1.79, and the worker a coded scheme waits for last is, by selection,
+one of the unlucky ones. It is the model a calibration from a real run simulates with (finding 24).
 
-The model (``workload.scheduler: per-core``), for ``k = ceil(cores)`` queues of ``cores / k`` each:
+The model (``workload.scheduler: per-core``), for ``k = max(1, floor(cores))`` run queues of
+``cores / k`` each (a fractional capacity is spread over the whole cores, e.g. 2.5 cores are two queues
+of 1.25 and 0.5 cores one queue of 0.5; a queue gives each of its jobs at most one core, so a worker
+alone is never slower than under processor sharing and the model is continuous as ``cores`` crosses a
+whole number from above):
 
 * a job of an owner (a worker) that goes on computing at the instant its previous job ended (its
   next partition, its encoding) stays on that queue: the thread never left its core;
@@ -44,7 +48,7 @@ from gcsim.sim.cpu import CpuJob, ProcessorSharing
 
 
 class PerCoreQueues(ProcessorSharing):
-    """``ceil(cores)`` run queues of ``cores / ceil(cores)`` each (see the module docstring); the
+    """``k = max(1, floor(cores))`` run queues of ``cores / k`` each (see the module docstring); the
     interface, validation and versioned wake-ups of :class:`ProcessorSharing`, with a rate per job.
 
     Args:
@@ -57,7 +61,7 @@ class PerCoreQueues(ProcessorSharing):
     def __init__(self, env: simpy.Environment, cores: float):
         super().__init__(env, cores)
         self.nominal = self.cores  # the capacity with no other process (set_cores lowers ``cores``)
-        self.n_queues = max(1, math.ceil(self.cores - 1e-9))
+        self.n_queues = max(1, math.floor(self.cores + 1e-9))
         self._queue_of: dict[CpuJob, int] = {}
         self._queues: list[list[CpuJob]] = [[] for _ in range(self.n_queues)]  # placement order
         self._owner_of: dict[CpuJob, object] = {}
