@@ -30,6 +30,7 @@ from gcsim.compare.estimators import background_cores, speed_block_medians, spee
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import build_scenario
+from gcsim.compare.stalls import stall_note
 from gcsim.compare.steady import calibration_runs, check_window
 from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
 from gcsim.compare.verdict import Bands, Verdict, judge
@@ -259,6 +260,9 @@ class CompareResult:
         options: the :class:`CompareOptions` used.
         window_notes: what the steady calibration window left out of the ``calibrate_from`` runs, one
             line per run it changed (:mod:`gcsim.compare.steady`; also in the calibration's notes).
+        stall_notes: observed iterations the prediction cannot produce (longer than
+            :data:`gcsim.compare.stalls.STALL_FACTOR` x its p99), one line per comparison that has any
+            (:func:`gcsim.compare.stalls.stall_note`); they stay in the score.
     """
 
     items: list[SchemeComparison]
@@ -266,6 +270,7 @@ class CompareResult:
     calibrations: dict[str, Calibration]
     options: CompareOptions
     window_notes: tuple[str, ...] = ()
+    stall_notes: tuple[str, ...] = ()
 
     def table(self) -> pd.DataFrame:
         """The ``validation.csv`` table (one row per item)."""
@@ -636,6 +641,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     work = [(run, sch) for run, schemes in targets for sch in schemes]
     counts = pd.Series([sch for _, sch in work]).value_counts()
     items: list[SchemeComparison] = []
+    stall_notes: list[str] = []
     bar = tqdm(total=len(work), desc="compare", unit="scheme", disable=not progress)
     try:
         for k, (run, sch) in enumerate(work):
@@ -690,6 +696,9 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                 expectation = ControlVariateError.missing(why, asked=False)
                 expectation_p95 = QuantileControlVariateError.missing(why, asked=False)
             label = sch if counts[sch] == 1 else f"{sch} ({run.label})"
+            stall = stall_note(label, obs, cmp.simulated["mean"], cmp.simulated["p99"])
+            if stall is not None:
+                stall_notes.append(stall)
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
@@ -705,7 +714,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         ranking = rank_agreement({it.label: it.comparison.observed["mean"] for it in items},
                                  {it.label: it.comparison.simulated["mean"] for it in items})
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options,
-                         window_notes=tuple(window_notes))
+                         window_notes=tuple(window_notes), stall_notes=tuple(stall_notes))
 
 
 __all__ = ["REPLAY_MAX_BAD_FRACTION", "SCHEDULERS", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "simulated_mean_se", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",

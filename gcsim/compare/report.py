@@ -189,6 +189,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         notes = sorted({n for cal in result.calibrations.values() for n in cal.notes})
         if notes:
             lines += ["Notes:", "", *[f"- {n}" for n in notes], ""]
+    if result.stall_notes:
+        lines += ["Measured iterations the prediction cannot produce (kept in the score; "
+                  "gcsim/compare/stalls.py):", "", *[f"- {n}" for n in result.stall_notes], ""]
     lines += ["## Plots", ""]
     for title, rel in plots.items():
         lines += [f"### {title}", "", f"![{title}]({rel})", ""]
