@@ -32,7 +32,8 @@ def command(run_dirs, out_path, warmup, calibration_window, force):
     Copied from the run: n_workers, stragglers, policy, message sizes. Calibrated from what it
     measured: per-partition CPU work and per-call overhead (the workers' CPU clocks), the cores
     the workers shared and the share other processes on the machine took from them
-    (workload.background), the model-broadcast lag, the gradient transfer, the master's decode +
+    (workload.background), how they shared the cores (workload.scheduler: per-core for a real run,
+    one run queue per core), the model-broadcast lag, the gradient transfer, the master's decode +
     update time. The file lists every scheme valid for the run's n; edit schemes, stragglers or
     iterations and run `gcsim simulate FILE.yaml`. Comments in the file say what was measured.
 
