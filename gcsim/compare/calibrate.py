@@ -11,9 +11,10 @@ Calibrated from the measured trace (``workers.csv`` / ``iterations.csv``, after 
   (no contention) when unknown or when every worker has a core of its own (``n <= cores``). With
   contention, every compute time below is first *de-contended* (:mod:`gcsim.compare.contention`):
   the CPU-seconds on an idle core that the worker needed, given how many workers were busy at each
-  instant of its compute (processor sharing inverted, whichever scheduler is then simulated). Without it, a worker computing
-  alone after its delay and one computing among six look like different distributions, and drawing
-  them i.i.d. spreads the simulated workers far more than the observed, correlated ones.
+  instant of its compute (processor sharing inverted, whichever scheduler is then simulated).
+  Without it, a worker computing alone after its delay and one computing among six look like
+  different distributions, and drawing them i.i.d. spreads the simulated workers far more than the
+  observed, correlated ones.
   What else takes CPU while the workers compute is absorbed into the de-contended work: on the
   2-core machine of the acceptance runs, the master's blocking ``ray.wait`` (~0.13 core while it
   waits), Ray's daemons and any other normal-priority load (``meta.json`` ``host_cpu_load`` records

@@ -6,7 +6,9 @@ The inversion assumes egalitarian processor sharing (:mod:`gcsim.sim.cpu`), whic
 ``r(t) = min(1, cores / A(t))`` CPU-seconds per second (Kleinrock, J. ACM 14:242, 1967); which worker
 of a trace sat on a crowded core is not recorded, so one run queue per core (:mod:`gcsim.sim.runqueues`)
 cannot be inverted row by row, and in total both give the workers the same CPU. Prefer the workers'
-own CPU clocks (``--cpu-source measured``) where a trace has them. Inverting it on a trace: a worker busy on ``[a, b]`` did
+own CPU clocks (``--cpu-source measured``) where a trace has them.
+
+Inverting it on a trace: a worker busy on ``[a, b]`` did
 ``∫_a^b r(t) dt`` CPU-seconds of work, where ``A(t)`` counts every worker of the run busy at ``t``
 (workers of earlier iterations still computing included). The integral is exact for piecewise
 constant ``A`` and is evaluated with one sweep over the sorted interval ends.

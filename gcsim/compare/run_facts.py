@@ -72,8 +72,8 @@ def run_cores(run: RunDir) -> float | None:
 def run_scheduler(run: RunDir) -> str:
     """The ``workload.scheduler`` a calibration from ``run`` simulates with: a simulated run's own
     setting; for a real run ``per-core`` (the operating system keeps one run queue per core and a
-    worker on its core, :mod:`gcsim.sim.runqueues`). Chosen over processor sharing on all 21 committed
-    model-passes (docs/validation/README.md, findings 23 and 24): it reproduces the spread of the
+    worker on its core, :mod:`gcsim.sim.runqueues`). Chosen over processor sharing on the 27 model-passes
+    committed before the choice (docs/validation/README.md, findings 23 and 24): it reproduces the spread of the
     workers' wall time per CPU second, takes the p95 within 10 % in one more quiet pass and the
     predictions with a neighbour a little closer, and moves the quiet means < 0.1 point on average.
     ``gcsim compare --scheduler processor-sharing`` or the scenario field selects the other model."""

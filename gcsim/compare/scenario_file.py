@@ -198,8 +198,9 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
            + ("one run queue per core: a worker stays on its core" if d["scheduler"] == "per-core"
               else "every computing worker at the same rate")
            + ("; as the simulated run had it" if run.executor != "real" else
-              "; for a real run per-core, as Linux shares cores, docs/validation/README.md findings 23-24; "
-              "processor-sharing = every computing worker at the same rate") + ")"]
+              "; per-core is a real run's default, as Linux shares cores: docs/validation/README.md "
+              "findings 23-24; the other choice: "
+              + ("processor-sharing" if d["scheduler"] == "per-core" else "per-core")) + ")"]
           if d["cores"] is not None else []),
     ]
     if d["background_wait_cores"] is not None:

@@ -44,13 +44,13 @@ def stall_note(label: str, observed: pd.DataFrame, simulated_mean_s: float, simu
     if not long.any():
         return None
     nums = observed["iteration"].to_numpy()[long]
-    worst = float(dur[long].max())
-    which = (f"iteration {int(nums[0])} took {worst:.2f} s" if long.sum() == 1 else
-             f"{int(long.sum())} iterations ({', '.join(str(int(i)) for i in nums[:5])}"
-             f"{', …' if long.sum() > 5 else ''}) took up to {worst:.2f} s")
+    count, worst = len(nums), float(dur[long].max())
+    which = (f"iteration {int(nums[0])} took {worst:.2f} s" if count == 1 else
+             f"{count} iterations ({', '.join(str(int(i)) for i in nums[:5])}"
+             f"{', …' if count > 5 else ''}) took up to {worst:.2f} s")
     with_err = simulated_mean_s / float(np.mean(dur)) - 1.0
     rest = dur[~long]
-    them = "it" if long.sum() == 1 else "them"
+    them = "it" if count == 1 else "them"
     without = (f"{100 * (simulated_mean_s / float(np.mean(rest)) - 1.0):+.1f} % without" if rest.size
                else "no iteration left without")
     return (f"{label}: {which}, {worst / simulated_p99_s:.1f} x the predicted p99 ({simulated_p99_s:.2f} s): "
