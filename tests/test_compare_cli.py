@@ -59,6 +59,7 @@ def test_no_argument_form_compares_newest_runs_and_writes_outputs(root, tmp_path
     assert (table["replications"] == 2).all() and (table["warmup"] == 10).all()
     pngs = ["cdf.png", "qq.png", "predicted_vs_measured.png", "timeline_gc-fr.png", "timeline_uncoded.png"]
     report = (out_dir / "report.md").read_text()
+    assert "- CPU: wall." in report  # --cpu-source auto: each run calibrated from itself
     for name in pngs:
         data = (out_dir / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -78,6 +79,7 @@ def test_explicit_run_with_calibrate_from_and_tight_band_fails(root, tmp_path, c
     # the recorded command reruns: a flag is written as its own spelling, not "--control-variate False"
     assert " --no-control-variate " in report and "--control-variate False" not in report
     assert "Errors in expectation not computed (--no-control-variate)" in report
+    assert "- CPU: measured;" in report  # --cpu-source auto with --calibrate-from: the workers' CPU clocks
 
 
 def test_calibrate_from_other_n_is_refused_naming_n(root, tmp_path, capsys):

@@ -36,3 +36,61 @@ def test_the_factor_decides(factor):
     obs = _obs([0.4, 5.0])
     note = stall_note("x", obs, simulated_mean_s=0.4, simulated_p99_s=1.0, factor=factor)
     assert (note is not None) == (5.0 > factor)
+
+
+# --- slow stretches: blocks of a target run at well above its median CPU per partition -------------
+
+from gcsim.compare.stalls import SLOW_BLOCK_FACTOR, mean_error_without, slow_stretch, slow_stretch_note  # noqa: E402
+
+
+def _workers(n_iterations=100, slow=range(0), slow_factor=1.6, per_partition_s=0.025):
+    """3 workers x 2 partitions per iteration, each partition 25 ms of CPU, ``slow_factor`` x that in
+    the iterations of ``slow``; one cancelled row per iteration with an absurd clock (ignored)."""
+    rows = []
+    for t in range(n_iterations):
+        cpu = 2 * per_partition_s * (slow_factor if t in slow else 1.0)
+        rows += [{"iteration": t, "worker": w, "status": "arrived", "n_partitions": 2, "compute_cpu_s": cpu}
+                 for w in range(3)]
+        rows.append({"iteration": t, "worker": 3, "status": "cancelled", "n_partitions": 2, "compute_cpu_s": 9.0})
+    return pd.DataFrame(rows)
+
+
+def test_a_slow_block_is_found_with_its_iterations_and_ratio():
+    # warm-up 10: blocks 10-29, 30-49, 50-69, 70-89, 90-99; iterations 70-89 at 1.6 x
+    slow = slow_stretch(_workers(slow=range(70, 90)), warmup=10)
+    assert slow is not None
+    assert slow.iterations.tolist() == list(range(70, 90))
+    assert slow.reference_cpu_s == pytest.approx(0.025) and slow.worst_ratio == pytest.approx(1.6)
+    assert slow.block_cpu_s.tolist() == pytest.approx([0.025, 0.025, 0.025, 0.040, 0.025])
+
+
+def test_a_block_just_below_the_factor_or_too_few_blocks_is_not_slow():
+    assert slow_stretch(_workers(slow=range(70, 90), slow_factor=SLOW_BLOCK_FACTOR - 0.01), warmup=10) is None
+    assert slow_stretch(_workers(n_iterations=40, slow=range(30, 40)), warmup=10) is None  # 2 blocks
+    no_clock = _workers().drop(columns="compute_cpu_s")
+    assert slow_stretch(no_clock, warmup=10) is None
+
+
+def test_half_slow_iterations_in_a_block_do_not_move_its_median():
+    # the block median is of the rows: 9 slow iterations of 20 keep the median at the usual 25 ms
+    assert slow_stretch(_workers(slow=range(70, 79)), warmup=10) is None
+
+
+@pytest.mark.parametrize("kwargs, field", [({"factor": 1.0}, "factor"), ({"block": 0}, "block")])
+def test_bad_factor_or_block_is_refused_by_name(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        slow_stretch(_workers(), warmup=10, **kwargs)
+
+
+def test_the_note_gives_the_mean_error_with_and_without_the_slow_iterations():
+    workers = _workers(slow=range(70, 90))
+    # observed: 0.3 s per iteration, 0.5 s in the slow block; prediction 0.3 s
+    obs = pd.DataFrame({"iteration": range(10, 100),
+                        "duration_s": [0.5 if 70 <= t < 90 else 0.3 for t in range(10, 100)]})
+    note = slow_stretch_note("gc-fr", obs, workers, warmup=10, simulated_mean_s=0.3)
+    mean_obs = (70 * 0.3 + 20 * 0.5) / 90
+    assert note.startswith("gc-fr: iterations 70–89 ran at up to 1.60 x the run's median CPU per partition "
+                           "(40.0 ms against 25.0 ms")
+    assert f"Mean error {100 * (0.3 / mean_obs - 1):+.1f} % with them, +0.0 % without" in note
+    assert mean_error_without(obs, 0.3, range(70, 90)) == pytest.approx(0.0)
+    assert slow_stretch_note("gc-fr", obs, _workers(), warmup=10, simulated_mean_s=0.3) is None

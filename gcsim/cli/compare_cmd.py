@@ -10,7 +10,7 @@ import numpy as np
 
 from gcsim.cli.options import IntOption, command_line, model_option
 from gcsim.compare.output import DEFAULT_COMPARE_ROOT
-from gcsim.compare.pipeline import DEFAULT_WARMUP, CompareOptions
+from gcsim.compare.pipeline import DEFAULT_WARMUP, CompareOptions, resolve_cpu_source
 from gcsim.compare.verdict import Bands
 from gcsim.real.runner import DEFAULT_RUNS_ROOT
 
@@ -32,7 +32,7 @@ def _speed_drift(text: str) -> float | str:
 
 
 #: ``--cpu-source measured`` options say so first: one wording for all of them.
-_WITH_MEASURED = "With --cpu-source measured"
+_WITH_MEASURED = "With --cpu-source measured (auto with --calibrate-from)"
 
 
 def _option(*param_decls: str, field: str, choices: bool = False, **attrs):
@@ -52,9 +52,10 @@ _CHOICE_HELP = {
     "mode": "scenario: fresh straggler draws per replication (a prediction: out of sample with --calibrate-from "
             "another run, in sample without); paired: replay the run's own draws (same seed) and bootstrap paired "
             "on iterations: a model check, not a prediction.",
-    "cpu_source": "Per-partition CPU work: wall = de-contended compute wall time (best when each run is calibrated "
-                  "from itself); measured = the workers' CPU clocks in the trace (best with --calibrate-from "
-                  "another scheme).",
+    "cpu_source": "Per-partition CPU work: auto = measured with --calibrate-from (a prediction), wall without; "
+                  "wall = de-contended compute wall time (best when each run is calibrated from itself: it folds "
+                  "the machine's load then into the work); measured = the workers' CPU clocks in the trace, the "
+                  "other processes' CPU kept apart (what carries over to another scheme).",
     "load_from": f"{_WITH_MEASURED}: the CPU other processes took from the workers, as measured in the calibration "
                  "run (a pure prediction) or during each target run (the machine's load then, an input recorded "
                  "beside its iteration times, never fitted to them).",
@@ -153,6 +154,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     from gcsim.errors import ConfigError
     from gcsim.rundir import check_out_dir, new_run_dir
 
+    cpu_source = resolve_cpu_source(cpu_source, predicting=bool(calibrate_from))
     given = click.get_current_context().get_parameter_source("background")
     if cpu_source != "measured" and given == click.core.ParameterSource.COMMANDLINE:
         raise ConfigError("--background", "to be used with --cpu-source measured (with wall time there is no "
@@ -191,7 +193,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     click.echo(f"{len(table)} scheme(s) compared, {options.mode} mode, {options.replications} replication(s), "
                f"{src}")
     click.echo(verdict_table(table))
-    for note in (*result.window_notes, *result.stall_notes):
+    for note in (*result.window_notes, *result.stall_notes, *result.slow_stretch_notes):
         click.echo(f"note: {note}", err=True)
     for it in result.items:  # a prediction without its expectation for a reason the user did not choose
         for what, x in (("mean", it.expectation), ("p95", it.expectation_p95)):

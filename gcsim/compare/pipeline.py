@@ -30,7 +30,7 @@ from gcsim.compare.estimators import background_cores, speed_block_medians, spee
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import build_scenario
-from gcsim.compare.stalls import stall_note
+from gcsim.compare.stalls import mean_error_without, slow_stretch, slow_stretch_note, stall_note, stalled_iterations
 from gcsim.compare.steady import calibration_runs, check_window
 from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
 from gcsim.compare.verdict import Bands, Verdict, judge
@@ -41,6 +41,22 @@ MODES = ("scenario", "paired")
 LOAD_SOURCES = ("calibration", "target")
 #: where the CPU work per partition of a prediction comes from (``speed_from``)
 SPEED_SOURCES = ("calibration", "probe", "target")
+#: the choices of ``--cpu-source``
+CPU_SOURCES = ("auto", "wall", "measured")
+
+
+def resolve_cpu_source(cpu_source: str, predicting: bool) -> str:
+    """``cpu_source`` with ``"auto"`` made concrete: ``"measured"`` (the workers' CPU clocks and the
+    other processes' CPU kept apart, which carries over to another scheme) when ``predicting`` (a
+    calibration from other runs), ``"wall"`` (de-contended wall time, which folds the machine's load in
+    and fits the run it came from) when each run calibrates from itself. Issue 9: calibrated with wall time
+    from a second ``uncoded`` run of the same draws, an hour apart under another load, gc-fr's
+    prediction moved from +5.7 % to +18.4 %."""
+    if cpu_source != "auto":
+        return cpu_source
+    return "measured" if predicting else "wall"
+
+
 #: how the steady other-process CPU of a ``cpu_source="measured"`` calibration is set
 BACKGROUND_SOURCES = ("fitted", "measured")
 #: ``--scheduler`` of ``gcsim compare`` (:attr:`CompareOptions.scheduler`).
@@ -82,7 +98,9 @@ class CompareOptions:
         n_resamples: bootstrap resamples.
         seed: seeds the replications (scenario mode) and the bootstraps.
         confidence: confidence level of every interval.
-        cpu_source: ``"wall"`` (default) calibrates per-partition CPU work by de-contending measured
+        cpu_source: ``"auto"`` (default) – ``"measured"`` when calibrating from other runs (a prediction),
+            ``"wall"`` when each run calibrates from itself (:func:`resolve_cpu_source`); ``"wall"``
+            calibrates per-partition CPU work by de-contending measured
             compute wall time over the run's cores; ``"measured"`` uses the workers' own CPU clocks
             (trace columns ``compute_cpu_s`` / ``cpu_s``, version 2) where present, and the cores
             other processes took from the workers (``other_cpu_wait_s`` / ``other_cpu_finish_s``,
@@ -141,7 +159,7 @@ class CompareOptions:
     n_resamples: int = 2000
     seed: int = 0
     confidence: float = 0.95
-    cpu_source: Literal["wall", "measured"] = "wall"
+    cpu_source: Literal["auto", "wall", "measured"] = "auto"
     load_from: Literal["calibration", "target"] = "calibration"
     speed_from: Literal["calibration", "probe", "target"] = "calibration"
     background: Literal["fitted", "measured"] = "fitted"
@@ -162,8 +180,8 @@ class CompareOptions:
             raise ConfigError("--bootstrap", "an integer >= 100", self.n_resamples)
         if not 0 < self.confidence < 1:
             raise ConfigError("--confidence", "a number in (0, 1)", self.confidence)
-        if self.cpu_source not in ("wall", "measured"):
-            raise ConfigError("--cpu-source", "one of wall, measured", self.cpu_source)
+        if self.cpu_source not in CPU_SOURCES:
+            raise ConfigError("--cpu-source", f"one of {', '.join(CPU_SOURCES)}", self.cpu_source)
         if self.load_from not in LOAD_SOURCES:
             raise ConfigError("--load-from", f"one of {', '.join(LOAD_SOURCES)}", self.load_from)
         if self.speed_from not in SPEED_SOURCES:
@@ -197,6 +215,12 @@ class SchemeComparison:
             in sample, without ``options.control_variate``, or when the run's recorded delays are not
             gcsim's draws.
         expectation_p95: the p95 error in expectation, likewise.
+        stalled: iteration numbers the machine stalled (longer than
+            :data:`gcsim.compare.stalls.STALL_FACTOR` x the simulated p99); slow: iteration numbers of
+            the run's slow blocks (:func:`gcsim.compare.stalls.slow_stretch`). Both stay in the score;
+            ``row()`` gives ``err_mean_undisturbed``, the mean error without either.
+        disturbance_notes: the stall and slow-stretch notes of this comparison (also in
+            :class:`CompareResult`), empty when the machine did neither.
     """
 
     run: RunDir
@@ -219,6 +243,9 @@ class SchemeComparison:
         default_factory=lambda: ControlVariateError.missing("not computed", asked=False))
     expectation_p95: QuantileControlVariateError = field(
         default_factory=lambda: QuantileControlVariateError.missing("not computed", asked=False))
+    stalled: tuple[int, ...] = ()
+    slow: tuple[int, ...] = ()
+    disturbance_notes: tuple[str, ...] = ()
 
     def observed_sample(self) -> np.ndarray:
         """Observed iteration times after warm-up, seconds ``(N,)``."""
@@ -245,6 +272,11 @@ class SchemeComparison:
         out.update({f"{k}_cv": v for k, v in prediction_interval(
             self.expectation.value, self.expectation.lo, self.expectation.hi, self.drift_half_width).items()})
         out["speed_cv"] = self.speed_cv
+        disturbed = sorted(set(self.stalled) | set(self.slow))
+        out.update(stalled_iterations=len(self.stalled), slow_iterations=len(self.slow),
+                   err_mean_undisturbed=(mean_error_without(drop_warmup(self.observed_iterations, self.warmup),
+                                                            self.comparison.simulated["mean"], disturbed)
+                                         if disturbed else out["err_mean"]))
         out.update(verdict=self.verdict.verdict, reason=self.verdict.reason)
         return out
 
@@ -263,6 +295,10 @@ class CompareResult:
         stall_notes: observed iterations the prediction cannot produce (longer than
             :data:`gcsim.compare.stalls.STALL_FACTOR` x its p99), one line per comparison that has any
             (:func:`gcsim.compare.stalls.stall_note`); they stay in the score.
+        slow_stretch_notes: target runs during which the machine slowed (blocks of iterations at
+            more than :data:`gcsim.compare.stalls.SLOW_BLOCK_FACTOR` x the run's median CPU per
+            partition), one line per comparison that has any (:func:`gcsim.compare.stalls.slow_stretch_note`);
+            they stay in the score.
     """
 
     items: list[SchemeComparison]
@@ -271,6 +307,7 @@ class CompareResult:
     options: CompareOptions
     window_notes: tuple[str, ...] = ()
     stall_notes: tuple[str, ...] = ()
+    slow_stretch_notes: tuple[str, ...] = ()
 
     def table(self) -> pd.DataFrame:
         """The ``validation.csv`` table (one row per item)."""
@@ -620,6 +657,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     calibrations: dict[str, Calibration] = {}
     window_notes: list[str] = []
     sources = None if calibrate_from is None else as_runs(calibrate_from)
+    options = dataclasses.replace(options, cpu_source=resolve_cpu_source(options.cpu_source, sources is not None))
     if sources is not None:
         for run, _ in targets:
             require_same_n(sources[0], run)
@@ -642,6 +680,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     counts = pd.Series([sch for _, sch in work]).value_counts()
     items: list[SchemeComparison] = []
     stall_notes: list[str] = []
+    slow_notes: list[str] = []
     bar = tqdm(total=len(work), desc="compare", unit="scheme", disable=not progress)
     try:
         for k, (run, sch) in enumerate(work):
@@ -699,13 +738,20 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             stall = stall_note(label, obs, cmp.simulated["mean"], cmp.simulated["p99"])
             if stall is not None:
                 stall_notes.append(stall)
+            slow = slow_stretch(run.workers_of(sch), w)
+            slow_note = slow_stretch_note(label, obs, run.workers_of(sch), w, cmp.simulated["mean"])
+            if slow_note is not None:
+                slow_notes.append(slow_note)
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
                                           verdict=judge(cmp, options.bands), mode=options.mode,
                                           load_from=options.load_from, speed_from=options.speed_from,
                                           speed_cv=sigma if predicting else float("nan"), drift_half_width=drift,
-                                          expectation=expectation, expectation_p95=expectation_p95))
+                                          expectation=expectation, expectation_p95=expectation_p95,
+                                          stalled=tuple(int(i) for i in stalled_iterations(obs, cmp.simulated["p99"])),
+                                          slow=() if slow is None else tuple(int(i) for i in slow.iterations),
+                                          disturbance_notes=tuple(n for n in (stall, slow_note) if n is not None)))
             bar.update(1)
     finally:
         bar.close()
@@ -714,8 +760,9 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         ranking = rank_agreement({it.label: it.comparison.observed["mean"] for it in items},
                                  {it.label: it.comparison.simulated["mean"] for it in items})
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options,
-                         window_notes=tuple(window_notes), stall_notes=tuple(stall_notes))
+                         window_notes=tuple(window_notes), stall_notes=tuple(stall_notes),
+                         slow_stretch_notes=tuple(slow_notes))
 
 
-__all__ = ["REPLAY_MAX_BAD_FRACTION", "SCHEDULERS", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "simulated_mean_se", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
+__all__ = ["CPU_SOURCES", "resolve_cpu_source", "REPLAY_MAX_BAD_FRACTION", "SCHEDULERS", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "simulated_mean_se", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
            "simulate_like"]

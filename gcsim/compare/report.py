@@ -192,6 +192,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
     if result.stall_notes:
         lines += ["Measured iterations the prediction cannot produce (kept in the score; "
                   "gcsim/compare/stalls.py):", "", *[f"- {n}" for n in result.stall_notes], ""]
+    if result.slow_stretch_notes:
+        lines += ["Target runs during which the machine slowed (kept in the score; gcsim/compare/stalls.py):", "",
+                  *[f"- {n}" for n in result.slow_stretch_notes], ""]
     lines += ["## Plots", ""]
     for title, rel in plots.items():
         lines += [f"### {title}", "", f"![{title}]({rel})", ""]

@@ -72,7 +72,7 @@ class SteadyWindow:
     note: str
 
 
-def _ranges(values: Sequence[int]) -> str:
+def iteration_ranges(values: Sequence[int]) -> str:
     """``[3, 4, 5, 9]`` -> ``"3–5, 9"``."""
     out, v = [], sorted(values)
     i = 0
@@ -169,8 +169,8 @@ def steady_window(run: RunDir, scheme: str, warmup: int) -> SteadyWindow:
         start = blocks[last_kept + 1][0][0]  # first iteration of the dropped stretch that reaches the end
         why = (f"a load from iteration {start} to the end of the run; the prediction assumes the machine without "
                f"it: if that load is still there, calibrate with --calibration-window all, or on a new run")
-    note = (f"{run.label}: calibrated on its steady part, iterations {_ranges([i for i in kept[warmup:]])}; left out "
-            f"{_ranges(dropped)}, where other processes took {span} cores against {rest} in the rest ({why})")
+    note = (f"{run.label}: calibrated on its steady part, iterations {iteration_ranges([i for i in kept[warmup:]])}; left out "
+            f"{iteration_ranges(dropped)}, where other processes took {span} cores against {rest} in the rest ({why})")
     return SteadyWindow(kept, tuple(dropped), tuple(cores), level, note)
 
 

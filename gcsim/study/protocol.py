@@ -394,6 +394,7 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
                 tab[k] = [_run_load(it.run)[k] for it in res.items]
             tab["obs_mean_se_s"] = [mean_se(it.observed_sample()) for it in res.items]
             tab["sim_mean_se_s"] = [_simulated_mean_se(it) for it in res.items]
+            tab["disturbance"] = [" ".join(it.disturbance_notes) for it in res.items]
             rows.append(tab)
         if f"{calib}-a" in read:
             with tempfile.TemporaryDirectory(prefix="gcsim-protocol-") as tmp:
@@ -681,6 +682,23 @@ def _runs_machine(run_dirs: dict) -> str:
     return "; ".join(seen) if seen else "not recorded"
 
 
+def _disturbance_lines(table: pd.DataFrame, calib: str) -> list[str]:
+    """The section of ``protocol.md`` naming the target runs the machine stalled or slowed
+    (:mod:`gcsim.compare.stalls`), from the ``from-<calib>`` predictions; empty when none was."""
+    if "disturbance" not in table:
+        return []
+    rows = table[(table["comparison"] == f"from-{calib}") & (table["disturbance"].fillna("").astype(str) != "")]
+    if not len(rows):
+        return []
+    head = ["", "## Target runs the machine disturbed", "",
+            f"What the machine did during a target run that no prediction can know (`gcsim compare` notes, "
+            f"`gcsim/compare/stalls.py`): iterations longer than 3 x the predicted p99 (a stall) and blocks of "
+            f"20 iterations at more than 1.3 x the run's median CPU per partition (a slow stretch). They stay in "
+            f"every score above; the errors here are the `from-{calib}` prediction's "
+            f"(`err_mean_undisturbed` in protocol.csv: without those iterations).", ""]
+    return head + [f"- {r.model}, `{r.target}`: {r.disturbance}" for r in rows.itertuples()]
+
+
 def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: str, machine: dict,
                        options: ProtocolOptions, run_dirs: dict) -> str:
     """The one-page protocol report (markdown)."""
@@ -771,6 +789,7 @@ def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: s
             f"{_expectation_text(r)} | "
             f"{_pct(r.err_p95)} [{_pct(r.err_p95_lo)}, {_pct(r.err_p95_hi)}] | {_expectation_p95_text(r)} | "
             f"{'-' if r.load_other_cores is None or pd.isna(r.load_other_cores) else f'{r.load_other_cores:.2f}'} |")
+    lines += _disturbance_lines(table, options.calibration_scheme)
     lines += ["", "Run directories: " + ", ".join(f"`{v}`" for m in run_dirs.values() for v in m.values()), ""]
     return "\n".join(lines)
 
