@@ -14,8 +14,8 @@ A spec is a mapping discriminated on ``dist``:
   (with probability ``p`` add ``delay``), the Bernoulli straggler model;
 * ``{dist: mixture, components: [{weight: 0.9, spec: ...}, ...]}`` – weights sum to 1;
 * ``{dist: empirical, file: x.csv, column: seconds}`` or ``{dist: empirical, values: [...]}`` –
-  resampled uniformly with replacement (the bootstrap distribution of the measured values). A
-  relative ``file`` is resolved against the scenario file's folder.
+  resampled uniformly with replacement (the bootstrap distribution of the measured values), times an
+  optional ``scale`` (default 1). A relative ``file`` is resolved against the scenario file's folder.
 
 Sampling is by inversion: every distribution maps ``n_uniforms`` independent U(0,1) numbers to one
 draw (:meth:`Distribution.from_uniform`). Callers that need common random numbers (the simulator,
@@ -99,12 +99,15 @@ class EmpiricalSpec(_Spec):
 
     ``file`` is a CSV file (relative paths are resolved against the scenario's folder, passed as the
     validation context ``base_dir``, and stored resolved); ``column`` its column of seconds.
+    ``scale`` (> 0, default 1) multiplies every value: e.g. a calibrated ``workload.compute`` moved to
+    another partition size (old n / new n) or a machine whose CPU-speed probe differs.
     """
 
     dist: Literal["empirical"] = "empirical"
     file: Optional[str] = None
     column: str = "seconds"
     values: Optional[list[NonNegFinite]] = None
+    scale: PosFinite = 1.0
 
     @model_validator(mode="after")
     def _one_source(self, info: ValidationInfo):
@@ -438,9 +441,8 @@ def build_distribution(spec: AnySpec | dict | None) -> Distribution:
         return MixtureDistribution([c.weight for c in spec.components],
                                    [build_distribution(c.spec) for c in spec.components])
     if isinstance(spec, EmpiricalSpec):
-        if spec.values is not None:
-            return EmpiricalDistribution(np.asarray(spec.values))
-        return EmpiricalDistribution(_read_empirical_column(spec.file, spec.column))
+        values = np.asarray(spec.values) if spec.values is not None else _read_empirical_column(spec.file, spec.column)
+        return EmpiricalDistribution(values * spec.scale)
     if isinstance(spec, ScipySpec):
         return ScipyDistribution(spec.dist, spec.params())
     raise TypeError(f"not a distribution spec: {spec!r}")

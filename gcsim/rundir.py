@@ -199,6 +199,8 @@ def check_out_dir(out_dir: str | Path, field: str = "--out") -> Path:
         held = sorted(c.name for c in p.iterdir()) if p.is_dir() else []
     except OSError as e:  # e.g. a name longer than the file system allows, or no permission to list
         raise ConfigError(field, f"a path the file system accepts ({e.strerror})", str(out_dir)) from None
+    if held == [CLAIM_NAME] and stale_claim(p / CLAIM_NAME):
+        held = []  # its run was killed (SIGKILL, SIGTERM, power): the directory is free; new_run_dir reclaims it
     if held:
         what = "another run is writing it" if CLAIM_NAME in held else \
             f"holding {', '.join(held[:3])}{', ...' if len(held) > 3 else ''}"
@@ -271,6 +273,16 @@ def _missing_dirs(path: Path) -> list[Path]:
     return out
 
 
+def stale_claim(marker: Path) -> bool:
+    """True when the claim marker ``marker`` names a process that is gone (its run was killed before it
+    could remove the marker). A marker without a readable PID (being written this instant) is not stale."""
+    try:
+        text = marker.read_text().strip()
+    except OSError:
+        return False
+    return text.isdigit() and int(text) != os.getpid() and not process_alive(int(text))
+
+
 def _claim(path: Path, field: str) -> Path:
     """Create the claim marker exclusively; refuse when another run holds the directory."""
     marker = path / CLAIM_NAME
@@ -278,7 +290,13 @@ def _claim(path: Path, field: str) -> Path:
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
-        raise refusal from None
+        if not stale_claim(marker):
+            raise refusal from None
+        marker.unlink(missing_ok=True)  # left by a run that was killed; claimed afresh (once)
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            raise refusal from None
     except OSError as e:
         raise _os_error(field, path, e) from None
     with os.fdopen(fd, "w") as f:

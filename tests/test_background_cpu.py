@@ -7,6 +7,7 @@ import os
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 import simpy
 import yaml
@@ -285,13 +286,27 @@ def test_calibrate_command_writes_a_scenario_simulate_runs(tmp_path, capsys):
     data = yaml.safe_load(text)
     # fitted to the workers' CPU (gcsim.compare.worker_share): on a simulated run it recovers what was simulated
     assert data["workload"]["background"]["wait"]["value"] == pytest.approx(0.6, abs=2e-3)
-    assert data["workload"]["compute"] == {"dist": "empirical", "file": "my_cluster.compute_s.csv", "column": "seconds"}
+    assert data["workload"]["compute"] == {"dist": "empirical", "file": "my_cluster.compute_s.csv", "column": "seconds",
+                                           "scale": 1.0}
     comp = np.loadtxt(tmp_path / "my_cluster.compute_s.csv", skiprows=1)
     assert comp.mean() == pytest.approx(C, rel=1e-6)  # constant CPU work per partition, from the CPU clocks
     names = [s["name"] for s in data["schemes"]]
     assert "uncoded" in names and "gc-fr" in names
+    # a prediction, not one short draw of stragglers: at least CALIBRATED_MIN_ITERATIONS, fresh seed, both said
+    run_its = int(pd.read_csv(run_dir / "iterations.csv")["iteration"].nunique())
+    assert data["iterations"] == max(run_its, 2000) and data["seed"] == 1
+    assert f"# iterations: {max(run_its, 2000)} (the run had {run_its}" in text
+    assert "seed: 1 (fresh straggler draws, not the run's seed" in text
+    assert "set workload.compute.scale to 6 / new n_workers" in text
     capsys.readouterr()
     assert main(["simulate", str(out), "--iterations", "20", "--out", str(tmp_path / "sim"), "--schemes", "uncoded,gc-fr"]) == 0
+    # workload.compute.scale multiplies the measured work: half the work, about half the uncoded compute
+    halved = out.with_name("halved.yaml")
+    halved.write_text(text.replace("column: seconds, scale: 1.0", "column: seconds, scale: 0.5"))
+    assert yaml.safe_load(halved.read_text())["workload"]["compute"]["scale"] == 0.5
+    from gcsim.latency import build_distribution
+    from gcsim.scenario import load_scenario
+    assert build_distribution(load_scenario(halved).workload.compute).mean() == pytest.approx(C / 2, rel=1e-6)
     # an existing --out is refused, nothing changes
     before = out.read_bytes()
     capsys.readouterr()
@@ -299,6 +314,14 @@ def test_calibrate_command_writes_a_scenario_simulate_runs(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gcsim: error: --out: expected a path that does not exist yet")
     assert out.read_bytes() == before
+    # so is a new name whose side file is there: nothing already written is lost
+    side = tmp_path / "other.compute_s.csv"
+    side.write_text("seconds\n9\n")
+    capsys.readouterr()
+    assert main(["calibrate", str(run_dir), "--out", str(tmp_path / "other.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "other.compute_s.csv is there" in err[0]
+    assert side.read_text() == "seconds\n9\n" and not (tmp_path / "other.yaml").exists()
 
 
 def test_calibration_recovers_per_iteration_work_and_steady_rate(tmp_path):

@@ -147,6 +147,10 @@ def test_bad_run_dirs_give_one_line_errors(root, tmp_path, capsys, breaker, expe
     (["--replications", "0"], "--replications: expected an integer >= 1, got 0"),
     (["--warmup", "59"], "--warmup: expected at most 58"),
     (["--runs-root", "nowhere"], "--runs-root: expected a directory holding run directories, got 'nowhere'"),
+    # options acting on the measured CPU are refused with wall time, not ignored (a review found a row
+    # labelled "given machine state" that was the plain wall-time prediction)
+    (["--load-from", "target"], "--load-from: expected to be used with --cpu-source measured"),
+    (["--cpu-source", "wall", "--speed-from", "target"], "got '--speed-from target with --cpu-source wall'"),
 ])
 def test_bad_options_give_one_line_errors(root, tmp_path, capsys, monkeypatch, args, expected):
     monkeypatch.chdir(tmp_path)
@@ -171,3 +175,14 @@ def test_a_run_given_twice_is_refused(root, tmp_path, capsys):
         f"gcsim: error: RUN_DIR: expected distinct run directories (a run given twice would count double), "
         f"got '{run} {run}/'"]
     assert not (tmp_path / "o").exists()
+
+
+def test_a_calibration_too_short_for_the_drift_says_why_there_is_no_prediction_interval(root, tmp_path, capsys):
+    short = simulated_run(tmp_path / "uncoded-short", [{"name": "uncoded"}], iterations=30)
+    rc, out, err = _run(capsys, root / "real" / "gc-fr-20250102T000000Z", "--calibrate-from", short,
+                        "--no-control-variate", "--out", tmp_path / "o", *FAST)
+    assert rc in (0, 1), err
+    assert "note: no prediction interval: the machine's speed drift could not be measured on the calibration " \
+           "run(s) uncoded-short" in err
+    assert "no prediction interval" in (tmp_path / "o" / "report.md").read_text()
+    assert pd.read_csv(tmp_path / "o" / "validation.csv")["err_mean_pi_lo"].isna().all()

@@ -84,6 +84,16 @@ def test_ranking_catches_a_swapped_order():
     assert two.tau == pytest.approx(-1.0) and not two.same_order
     with pytest.raises(ConfigError, match="schemes: expected the observed schemes"):
         rank_agreement({"a": 1.0}, {"b": 1.0})
+    assert same.verdict() == "same order" and swapped.verdict() == "ORDER DIFFERS"
+
+
+def test_a_predicted_tie_is_not_a_wrong_order():
+    # the same scheme run twice, predicted from one calibration: exactly equal predictions
+    tie = rank_agreement({"uncoded-b": 0.52, "uncoded-a": 0.50, "gc-fr": 0.30},
+                         {"uncoded-b": 0.41, "uncoded-a": 0.41, "gc-fr": 0.33})
+    assert tie.same_order and tie.discordant == []
+    assert tie.predicted_ties == [("uncoded-a", "uncoded-b")]
+    assert tie.verdict() == "same order but for predicted ties: uncoded-a = uncoded-b"
 
 
 def test_ecdf_band_brackets_the_ecdf_and_coverage_detects_a_shift(sample):

@@ -224,3 +224,21 @@ def test_embedded_ray_is_private_whatever_ray_address_says(monkeypatch, tmp_path
         with session():
             pass
     assert calls == []  # ray.init never called
+
+
+def test_a_claim_left_by_a_killed_run_is_taken_over_a_live_one_is_not(tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)  # that process has exited: what a SIGKILLed or SIGTERMed run leaves
+    out = tmp_path / "killed"
+    out.mkdir()
+    (out / CLAIM_NAME).write_text(f"{dead_pid}\n")
+    rundir.check_out_dir(out)  # free, not "another run is writing it"
+    run = new_run_dir(out, root=tmp_path, prefix="x")
+    assert (out / CLAIM_NAME).read_text().strip() == str(os.getpid())
+    run.release()
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / CLAIM_NAME).write_text(f"{os.getppid()}\n")  # a process that is running
+    with pytest.raises(ConfigError, match="another run is writing it"):
+        new_run_dir(live, root=tmp_path, prefix="x")
+    assert (live / CLAIM_NAME).read_text().strip() == str(os.getppid())

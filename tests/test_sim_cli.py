@@ -270,8 +270,16 @@ def test_table_shows_a_dash_for_speedup_without_uncoded(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     header = lines[1].split()
     rows = [ln.split() for ln in lines[2:4]]
-    assert header[8] == "speedup" and [r[8] for r in rows] == ["-", "-"], lines
+    assert header[9] == "speedup" and [r[9] for r in rows] == ["-", "-"], lines
+    assert header[1] == "exact" and [r[1] for r in rows] == ["yes", "yes"], lines
     assert "NaN" not in "\n".join(lines)
+
+
+def test_table_marks_approximate_schemes(tmp_path, capsys):
+    scen = str(_write(tmp_path, {**SCENARIO, "schemes": [{"name": "uncoded"}, {"name": "ignore-stragglers", "s": 1}]}))
+    assert main(["simulate", scen, "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    rows = {r.split()[0]: r.split()[1] for r in capsys.readouterr().out.splitlines()[2:4]}
+    assert rows == {"uncoded": "yes", "ignore-stragglers": "no"}
 
 
 @pytest.mark.parametrize("where", ["simulating", "writing"])

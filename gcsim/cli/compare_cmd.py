@@ -155,10 +155,14 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     from gcsim.rundir import check_out_dir, new_run_dir
 
     cpu_source = resolve_cpu_source(cpu_source, predicting=bool(calibrate_from))
-    given = click.get_current_context().get_parameter_source("background")
-    if cpu_source != "measured" and given == click.core.ParameterSource.COMMANDLINE:
-        raise ConfigError("--background", "to be used with --cpu-source measured (with wall time there is no "
-                          "measured background to fit)", f"--background {background} with --cpu-source {cpu_source}")
+    ctx = click.get_current_context()
+    if cpu_source != "measured":  # options that act on the measured CPU only: refused, not silently ignored
+        for flag, field, value in (("--background", "background", background), ("--load-from", "load_from", load_from),
+                                   ("--speed-from", "speed_from", speed_from)):
+            if ctx.get_parameter_source(field) == click.core.ParameterSource.COMMANDLINE:
+                raise ConfigError(flag, "to be used with --cpu-source measured (wall time folds the machine's load "
+                                  "and speed into the work per partition: there is no measured CPU to act on)",
+                                  f"{flag} {value} with --cpu-source {cpu_source}")
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
                              load_from=load_from, speed_from=speed_from, background=background,
@@ -193,7 +197,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     click.echo(f"{len(table)} scheme(s) compared, {options.mode} mode, {options.replications} replication(s), "
                f"{src}")
     click.echo(verdict_table(table))
-    for note in (*result.window_notes, *result.stall_notes, *result.slow_stretch_notes):
+    for note in (*result.window_notes, *result.stall_notes, *result.slow_stretch_notes, *result.missing_notes()):
         click.echo(f"note: {note}", err=True)
     for it in result.items:  # a prediction without its expectation for a reason the user did not choose
         for what, x in (("mean", it.expectation), ("p95", it.expectation_p95)):
@@ -204,6 +208,6 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
         click.echo(f"ranking (fastest first): observed {' < '.join(rk.observed_order)}; predicted "
                    f"{' < '.join(rk.predicted_order)}; Kendall tau "
                    + (f"{rk.tau:+.2f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means all tie)")
-                   + ("" if rk.same_order else "  ORDER DIFFERS"))
+                   + ("" if rk.verdict() == "same order" else f"  {rk.verdict()}"))
     click.echo(f"wrote {Path(files['report.md']).parent}")
     return 1 if (table["verdict"] == "fail").any() else 0

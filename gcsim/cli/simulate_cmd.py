@@ -17,7 +17,8 @@ from gcsim.sim.vector import ENGINES, TRACE_LEVELS, simulate_with
 def format_table(summary) -> str:
     """The per-scheme table printed after a run: times in seconds, ``speedup`` = mean(uncoded) / mean
     (``-`` when ``uncoded`` was not simulated), loads in partitions and gradient lengths per worker
-    and iteration."""
+    and iteration; ``exact`` says whether the scheme decodes the full gradient (an approximate one
+    drops gradients: faster, but it trains differently)."""
     cols = {"scheme": "scheme", "n": "n", "s": "s", "m": "m", "mean_s": "mean_s", "p50_s": "p50_s",
             "p95_s": "p95_s", "p99_s": "p99_s", "speedup_vs_uncoded": "speedup", "computation_load": "comp_load",
             "communication_load": "comm_load"}
@@ -27,7 +28,20 @@ def format_table(summary) -> str:
         df[c] = [f"{v:.4f}" for v in df[c]]
     df["speedup"] = ["-" if v != v else f"{v:.2f}x" for v in df["speedup"]]
     df["comm_load"] = [f"{v:.3g}" for v in df["comm_load"]]
+    df.insert(1, "exact", [_exact_text(name) for name in df["scheme"]])
     return df.to_string(index=False)
+
+
+def _exact_text(label: str) -> str:
+    """``yes`` for a scheme that decodes the full gradient, ``no`` for an approximate one (its iteration
+    is faster because it drops gradients: the speedup is not comparable), ``?`` for an unknown label."""
+    from gcsim.errors import SchemeError
+    from gcsim.schemes import scheme_class
+
+    try:
+        return "yes" if scheme_class(str(label).split(" ")[0]).exact else "no"
+    except SchemeError:  # a label the registry does not know
+        return "?"
 
 
 def refusal_lines(refusals: dict) -> list[str]:

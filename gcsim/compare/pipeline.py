@@ -15,6 +15,7 @@ Two modes:
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Sequence
 
@@ -26,7 +27,8 @@ from tqdm import tqdm
 from gcsim.compare.calibrate import Calibration, calibrate
 from gcsim.compare.control_variate import (ControlVariateError, QuantileControlVariateError, control_variate_error,
                                           control_variate_quantile_error)
-from gcsim.compare.estimators import background_cores, speed_block_medians, speed_drift_cv
+from gcsim.compare.estimators import (DRIFT_BLOCK_ITERATIONS, DRIFT_MIN_BLOCKS, background_cores, speed_block_medians,
+                                      speed_drift_cv)
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import build_scenario
@@ -312,6 +314,37 @@ class CompareResult:
     def table(self) -> pd.DataFrame:
         """The ``validation.csv`` table (one row per item)."""
         return pd.DataFrame([it.row() for it in self.items])
+
+    def missing_notes(self) -> list[str]:
+        """Lines saying why a prediction has no prediction interval where the user would expect one
+        (``--calibrate-from`` with measured CPU, scenario mode, ``--speed-drift auto``): the calibration
+        runs carry no CPU clocks or are too short to measure the machine's drift (fewer than
+        :data:`gcsim.compare.estimators.DRIFT_MIN_BLOCKS` blocks of
+        :data:`gcsim.compare.estimators.DRIFT_BLOCK_ITERATIONS` iterations after the warm-up) or carry no
+        CPU clocks."""
+        opt = self.options
+        asked = (opt.cpu_source == "measured" and opt.mode == "scenario" and opt.speed_drift == "auto"
+                 and opt.speed_from != "target")
+        preds = [it for it in self.items if it.calibration.source and it.run.label not in it.calibration.source]
+        if not asked or not preds or not all(np.isnan(it.speed_cv) for it in preds):
+            return []
+        return [f"no prediction interval: the machine's speed drift could not be measured on the calibration "
+                f"run(s) {' + '.join(preds[0].calibration.source)} (it needs the workers' CPU clocks and at least "
+                f"{DRIFT_MIN_BLOCKS} blocks of {DRIFT_BLOCK_ITERATIONS} iterations after the warm-up; "
+                f"--speed-drift F gives one by hand)"]
+
+
+def _distinct_run_names(runs: Sequence[RunDir]) -> dict[str, str]:
+    """Path -> a name per run that tells the runs apart in tables and file names: the directory name,
+    prefixed by as many parent folders as it takes when two runs share it (e.g. ``real_expon/gc-fr``
+    and ``real_default/gc-fr``)."""
+    paths = list(dict.fromkeys(Path(r.path) for r in runs))
+    depth = 1
+    while True:
+        names = {str(p): "/".join(p.parts[-depth:]) for p in paths}
+        if len(set(names.values())) == len(paths) or depth >= max((len(p.parts) for p in paths), default=1):
+            return names
+        depth += 1
 
 
 def _with_scheduler(cal: Calibration, options: CompareOptions) -> Calibration:
@@ -678,6 +711,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             dof = calibration_speed_dof(sources, w_src)
     work = [(run, sch) for run, schemes in targets for sch in schemes]
     counts = pd.Series([sch for _, sch in work]).value_counts()
+    run_names = _distinct_run_names([run for run, _ in targets])
     items: list[SchemeComparison] = []
     stall_notes: list[str] = []
     slow_notes: list[str] = []
@@ -734,7 +768,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                        "--no-control-variate" if not options.control_variate else "in sample")
                 expectation = ControlVariateError.missing(why, asked=False)
                 expectation_p95 = QuantileControlVariateError.missing(why, asked=False)
-            label = sch if counts[sch] == 1 else f"{sch} ({run.label})"
+            label = sch if counts[sch] == 1 else f"{sch} ({run_names[str(run.path)]})"
             stall = stall_note(label, obs, cmp.simulated["mean"], cmp.simulated["p99"])
             if stall is not None:
                 stall_notes.append(stall)

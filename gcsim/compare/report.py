@@ -163,7 +163,7 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
                   f"- predicted: {' < '.join(rk.predicted_order)}",
                   "- Kendall tau = "
                   + (f"{rk.tau:+.3f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means all tie)")
-                  + f" ({'same order' if rk.same_order else 'ORDER DIFFERS'})."]
+                  + f" ({rk.verdict()})."]
         obs_mean = dict(zip(table["label"], table["obs_mean_s"]))
         for a, b in rk.discordant:
             gap = (obs_mean[b] - obs_mean[a]) / obs_mean[a]
@@ -192,6 +192,8 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
     if result.stall_notes:
         lines += ["Measured iterations the prediction cannot produce (kept in the score; "
                   "gcsim/compare/stalls.py):", "", *[f"- {n}" for n in result.stall_notes], ""]
+    if result.missing_notes():
+        lines += ["Not computed:", "", *[f"- {n}" for n in result.missing_notes()], ""]
     if result.slow_stretch_notes:
         lines += ["Target runs during which the machine slowed (kept in the score; gcsim/compare/stalls.py):", "",
                   *[f"- {n}" for n in result.slow_stretch_notes], ""]

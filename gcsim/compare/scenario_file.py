@@ -31,6 +31,11 @@ from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import scenario_data
 from gcsim.errors import ConfigError
 
+#: iterations a calibrated scenario asks for at least: its run's, else this many. A 200-iteration run
+#: simulated for 200 iterations leaves the mean's sampling error of a single draw of stragglers
+#: (±3-15 % under the committed straggler models, docs/validation/README.md finding 4) in the prediction.
+CALIBRATED_MIN_ITERATIONS = 2000
+
 #: empirical distributions of the calibrated scenario written to side files: (path in the scenario, file tag)
 _EMPIRICAL_FIELDS = (
     (("workload", "compute"), "compute_s"),
@@ -112,6 +117,7 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
     data = scenario_data(run, run.schemes[0], cal)
     data["name"] = name or ("calibrated-" + data["name"])[:100]
     data["schemes"] = schemes if schemes is not None else default_schemes(run.n_workers)
+    data["iterations"] = max(int(data.get("iterations") or 0), CALIBRATED_MIN_ITERATIONS)
     data.pop("seed", None)
     data["seed"] = 1
     return data, cal
@@ -157,7 +163,7 @@ def _probe_lines(runs: list[RunDir]) -> list[str]:
         return []
     vals = ", ".join(f"{v * 1e3:.2f} ms ({label})" for label, v in probes if math.isfinite(v))
     return [f"    the run's CPU-speed probe before its first iteration (one partition gradient, CPU time): {vals};",
-            "    on a machine (or day) whose probe differs, scale workload.compute by new probe / this one"]
+            "    on a machine (or day) whose probe differs, set workload.compute.scale to new probe / this one"]
 
 
 def _speed_lines(cal: Calibration) -> list[str]:
@@ -231,10 +237,14 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         *(f"Calibration window (gcsim/compare/steady.py): {n}" for n in cal.window_notes),
         "Notes: " + ("; ".join(n for n in d["notes"] if n not in cal.window_notes) or "none"),
         "",
+        f"iterations: {max(min(int(r.iterations['iteration'].nunique()) for r in runs), CALIBRATED_MIN_ITERATIONS)} "
+        f"(the run had {min(int(r.iterations['iteration'].nunique()) for r in runs)}; at least "
+        f"{CALIBRATED_MIN_ITERATIONS}, so the predicted mean is not one short draw of stragglers); seed: 1 (fresh "
+        f"straggler draws, not the run's seed {run.scenario.seed}).",
         "Edit schemes, stragglers or iterations and run: gcsim simulate <this file>.",
         f"Changing n_workers keeps the per-partition compute of this run (global batch split into "
         f"{run.n_workers} partitions);",
-        "scale workload.compute by old_n / new_n for the same global batch.",
+        f"for the same global batch set workload.compute.scale to {run.n_workers} / new n_workers.",
     ]
     return "".join(f"# {ln}\n" if ln else "#\n" for ln in lines)
 
@@ -297,6 +307,13 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
             csv = out.with_name(f"{out.stem}.{tag}.csv")
             side[csv] = "seconds\n" + "".join(f"{float(v):.9g}\n" for v in spec["values"])
             node[path[-1]] = {"dist": "empirical", "file": csv.name, "column": "seconds"}
+            if tag == "compute_s":  # written out, so a user sees where to scale it (the comments say when)
+                node[path[-1]]["scale"] = 1.0
+    if not force:
+        for csv in side:
+            if csv.exists():
+                raise ConfigError("--out", f"a name whose side files do not exist yet (or --force to replace "
+                                  f"them): {csv.name} is there", str(out))
     text = _header(as_runs(run), cal, command) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     for csv, body in side.items():
         atomic_write_text(csv, body)

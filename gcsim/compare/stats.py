@@ -303,8 +303,12 @@ class RankAgreement:
             NaN with fewer than 2 schemes).
         pvalue: its p-value (meaningless for few schemes; reported, not judged).
         observed_order, predicted_order: scheme names, fastest first.
-        same_order: ``observed_order == predicted_order``.
+        same_order: no pair in the wrong order (``discordant`` empty): the orders agree but for
+            ``predicted_ties``.
         discordant: pairs ``(a, b)`` observed ``a`` faster than ``b`` but predicted slower.
+        predicted_ties: pairs ``(a, b)`` observed ``a`` faster than ``b`` and predicted exactly as fast
+            (e.g. the same scheme run twice, predicted from one calibration): not a wrong order, but
+            not an order either.
     """
 
     tau: float
@@ -313,6 +317,15 @@ class RankAgreement:
     predicted_order: list[str]
     same_order: bool
     discordant: list[tuple[str, str]] = field(default_factory=list)
+    predicted_ties: list[tuple[str, str]] = field(default_factory=list)
+
+    def verdict(self) -> str:
+        """``"same order"``, ``"same order but for predicted ties: a = b"`` or ``"ORDER DIFFERS"``."""
+        if not self.same_order:
+            return "ORDER DIFFERS"
+        if self.predicted_ties:
+            return "same order but for predicted ties: " + ", ".join(f"{a} = {b}" for a, b in self.predicted_ties)
+        return "same order"
 
 
 def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping[str, float]) -> RankAgreement:
@@ -336,8 +349,10 @@ def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping
         res = stats.kendalltau([observed_means[k] for k in names], [predicted_means[k] for k in names])
     discordant = [(a, b) for i, a in enumerate(obs_order) for b in obs_order[i + 1:]
                   if observed_means[a] < observed_means[b] and predicted_means[a] > predicted_means[b]]
-    return RankAgreement(float(res.statistic), float(res.pvalue), obs_order, pred_order, obs_order == pred_order,
-                         discordant)
+    ties = [(a, b) for i, a in enumerate(obs_order) for b in obs_order[i + 1:]
+            if observed_means[a] != observed_means[b] and predicted_means[a] == predicted_means[b]]
+    return RankAgreement(float(res.statistic), float(res.pvalue), obs_order, pred_order, not discordant,
+                         discordant, ties)
 
 
 def drop_warmup(iterations: pd.DataFrame, warmup: int, *, min_left: int = 2) -> pd.DataFrame:
