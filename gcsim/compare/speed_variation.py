@@ -1,9 +1,9 @@
 """The machine's speed common to every worker of an iteration, from the workers' own CPU clocks.
 
 On a shared VM the CPU-seconds a partition takes rise and fall for every worker at once, in stretches
-of iterations (docs/validation/README.md, finding 22: in the committed calibration runs the
-per-iteration common part of ``log(CPU per partition)`` has a standard deviation of 4-13 %, of the
-order of the spread between the workers of one iteration, and a lag-1 autocorrelation of 0.47 up to
+of iterations (docs/validation/README.md, finding 22: in the 34 ``uncoded-a`` calibration runs
+committed by 2026-12-05 the per-iteration common part of ``log(CPU per partition)`` has a standard
+deviation of 0-13.4 %, median 7.5 %, of the order of the spread between the workers of one iteration, and a lag-1 autocorrelation of 0.47 up to
 the :data:`MAX_LAG1` clip). Drawing every partition
 independently from the pooled values keeps the spread but loses that it is shared: an iteration in a
 slow stretch is slow for all workers, so the order statistic a coded scheme waits for moves with it.
