@@ -121,17 +121,18 @@ def test_runs_without_gradient_size_or_with_another_n_are_refused(tmp_path):
         require_same_n(big, small)
 
 
-@pytest.mark.parametrize("warmup", [10, 25])
+@pytest.mark.parametrize("warmup", [9, 10, 25])
 def test_calibrate_refuses_a_warmup_that_leaves_no_iterations(tmp_path, warmup):
     """`gcsim calibrate` of a 10-iteration run with --warmup 10 or 25 calibrated silently from its last
-    iteration alone; without --warmup it drops min(10, iterations // 5) = 2, as `gcsim compare`."""
+    iteration alone; without --warmup it drops min(10, iterations // 5) = 2, as `gcsim compare`. The
+    limit is gcsim compare's: at least 2 iterations left (9 leaves one)."""
     from gcsim.compare.scenario_file import write_calibrated_scenario
 
     its, wks = make_trace("gc-fr", n=6, s=1, iterations=10, seed=2, partitions=1)
     run = read_run_dir(write_run_dir(tmp_path / "r", {"gc-fr": (its, wks)}, n=6, config=_config(),
                                      params={"gc-fr": (1, 1)}))
-    with pytest.raises(ConfigError, match=rf"^--warmup: expected fewer than the 10 iterations of gc-fr in "
-                                          rf".*r, got {warmup}$"):
+    with pytest.raises(ConfigError, match=rf"^--warmup: expected at most 8 \(run .*r, scheme gc-fr has 10 "
+                                          rf"iterations\), got {warmup}$"):
         write_calibrated_scenario(run, tmp_path / "cal.yaml", command="gcsim calibrate", warmup=warmup)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
     def written(folder, **kw):

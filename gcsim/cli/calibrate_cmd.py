@@ -16,7 +16,7 @@ from gcsim.compare.steady import CALIBRATION_WINDOWS
               help="Scenario file to write (refused if it exists, unless --force); empirical "
                    "distributions go to FILE.<name>.csv beside it.")
 @model_option("--warmup", model=write_calibrated_scenario, field="warmup", type=IntOption(0), show_default=False,
-              help="Iterations dropped at the start of the run before calibrating (fewer than the run has) "
+              help="Iterations dropped at the start of the run before calibrating (at least 2 must be left, as in gcsim compare) "
                    f"[default: min({DEFAULT_WARMUP}, iterations // 5), as gcsim compare].")
 @model_option("--calibration-window", model=write_calibrated_scenario, field="calibration_window", choices=CALIBRATION_WINDOWS,
               help="steady = calibrate on the run's steady part, leaving out blocks of iterations during which "

@@ -291,8 +291,9 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
 
         warmup = min((default_warmup(count) for _, _, count in counted), default=DEFAULT_WARMUP)
     for r, scheme, count in counted:  # else the calibration silently kept the last iteration alone
-        if warmup >= count:
-            raise ConfigError("--warmup", f"fewer than the {count} iterations of {scheme} in {r.path}", warmup)
+        if count - warmup < 2:  # the limit of gcsim compare's --warmup
+            raise ConfigError("--warmup", f"at most {max(count - 2, 0)} (run {r.path}, scheme {scheme} has "
+                              f"{count} iterations)", warmup)
     from gcsim.compare.steady import check_window
 
     check_window(calibration_window)  # before anything is computed or written
