@@ -201,6 +201,12 @@ def check_out_dir(out_dir: str | Path, field: str = "--out") -> Path:
         raise ConfigError(field, f"a path the file system accepts ({e.strerror})", str(out_dir)) from None
     if held == [CLAIM_NAME] and stale_claim(p / CLAIM_NAME):
         held = []  # its run was killed (SIGKILL, SIGTERM, power): the directory is free; new_run_dir reclaims it
+    if held and CLAIM_NAME in held and stale_claim(p / CLAIM_NAME):
+        others = [h for h in held if h != CLAIM_NAME]
+        raise ConfigError(field, NEW_OR_EMPTY, _Given(
+            f"{str(out_dir)!r} (left half-written by a gcsim run that was killed, pid "
+            f"{(p / CLAIM_NAME).read_text().strip()}: it holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}; "
+            f"remove the directory or choose another)"))
     if held:
         what = "another run is writing it" if CLAIM_NAME in held else \
             f"holding {', '.join(held[:3])}{', ...' if len(held) > 3 else ''}"

@@ -149,8 +149,10 @@ def test_bad_run_dirs_give_one_line_errors(root, tmp_path, capsys, breaker, expe
     (["--runs-root", "nowhere"], "--runs-root: expected a directory holding run directories, got 'nowhere'"),
     # options acting on the measured CPU are refused with wall time, not ignored (a review found a row
     # labelled "given machine state" that was the plain wall-time prediction)
-    (["--load-from", "target"], "--load-from: expected to be used with --cpu-source measured"),
+    (["--load-from", "target"], "got '--load-from target with --cpu-source auto, which is wall without "
+                                "--calibrate-from'"),
     (["--cpu-source", "wall", "--speed-from", "target"], "got '--speed-from target with --cpu-source wall'"),
+    (["--cpu-source", "wall", "--speed-drift", "0.05"], "--speed-drift: expected to be used with --cpu-source"),
 ])
 def test_bad_options_give_one_line_errors(root, tmp_path, capsys, monkeypatch, args, expected):
     monkeypatch.chdir(tmp_path)

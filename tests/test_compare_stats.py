@@ -94,6 +94,11 @@ def test_a_predicted_tie_is_not_a_wrong_order():
     assert tie.same_order and tie.discordant == []
     assert tie.predicted_ties == [("uncoded-a", "uncoded-b")]
     assert tie.verdict() == "same order but for predicted ties: uncoded-a = uncoded-b"
+    assert tie.predicted_text() == "gc-fr < uncoded-a = uncoded-b"
+    # a wrong order elsewhere still names the ties
+    both = rank_agreement({"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.4}, {"a": 0.2, "b": 0.1, "c": 0.5, "d": 0.5})
+    assert both.verdict() == "ORDER DIFFERS (predicted ties: c = d)"
+    assert both.predicted_text() == "b < a < c = d"
 
 
 def test_ecdf_band_brackets_the_ecdf_and_coverage_detects_a_shift(sample):

@@ -236,6 +236,14 @@ def test_a_claim_left_by_a_killed_run_is_taken_over_a_live_one_is_not(tmp_path):
     run = new_run_dir(out, root=tmp_path, prefix="x")
     assert (out / CLAIM_NAME).read_text().strip() == str(os.getpid())
     run.release()
+    half = tmp_path / "half"  # killed after it wrote part of its output: refused, and said so
+    half.mkdir()
+    (half / CLAIM_NAME).write_text(f"{dead_pid}\n")
+    (half / "validation.csv").write_text("x\n")
+    with pytest.raises(ConfigError, match=rf"left half-written by a gcsim run that was killed, pid {dead_pid}: "
+                                          r"it holds validation.csv; remove the directory or choose another"):
+        new_run_dir(half, root=tmp_path, prefix="x")
+    assert (half / "validation.csv").read_text() == "x\n"
     live = tmp_path / "live"
     live.mkdir()
     (live / CLAIM_NAME).write_text(f"{os.getppid()}\n")  # a process that is running

@@ -154,15 +154,21 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     from gcsim.errors import ConfigError
     from gcsim.rundir import check_out_dir, new_run_dir
 
+    asked_cpu_source = cpu_source
     cpu_source = resolve_cpu_source(cpu_source, predicting=bool(calibrate_from))
     ctx = click.get_current_context()
     if cpu_source != "measured":  # options that act on the measured CPU only: refused, not silently ignored
+        how = (f"--cpu-source {cpu_source}" if asked_cpu_source != "auto"
+               else "--cpu-source auto, which is wall without --calibrate-from")
+        defaults = CompareOptions()
         for flag, field, value in (("--background", "background", background), ("--load-from", "load_from", load_from),
-                                   ("--speed-from", "speed_from", speed_from)):
-            if ctx.get_parameter_source(field) == click.core.ParameterSource.COMMANDLINE:
+                                   ("--speed-from", "speed_from", speed_from),
+                                   ("--speed-drift", "speed_drift", speed_drift)):
+            harmless = {str(getattr(defaults, field))} | ({"none"} if field == "speed_drift" else set())
+            if ctx.get_parameter_source(field) == click.core.ParameterSource.COMMANDLINE and str(value) not in harmless:
                 raise ConfigError(flag, "to be used with --cpu-source measured (wall time folds the machine's load "
                                   "and speed into the work per partition: there is no measured CPU to act on)",
-                                  f"{flag} {value} with --cpu-source {cpu_source}")
+                                  f"{flag} {value} with {how}")
     options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
                              mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
                              load_from=load_from, speed_from=speed_from, background=background,
@@ -206,7 +212,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     if result.ranking is not None:
         rk = result.ranking
         click.echo(f"ranking (fastest first): observed {' < '.join(rk.observed_order)}; predicted "
-                   f"{' < '.join(rk.predicted_order)}; Kendall tau "
+                   f"{rk.predicted_text()}; Kendall tau "
                    + (f"{rk.tau:+.2f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means all tie)")
                    + ("" if rk.verdict() == "same order" else f"  {rk.verdict()}"))
     click.echo(f"wrote {Path(files['report.md']).parent}")

@@ -756,9 +756,11 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             cmp = compare_samples(obs["duration_s"].to_numpy(float), sim_sample, paired=options.mode == "paired",
                                   confidence=options.confidence, n_resamples=options.n_resamples,
                                   seed=options.seed + k)
-            drift = drift_half_width(run, sch, cal, options, sigma, w, simulate, dof) if predicting else float("nan")
-            # predictions only: calibrated on the run itself the replay would track it by construction
+            # predictions only: calibrated on the run itself the replay would track it by construction, and
+            # the run's own speed is no drift (no prediction interval for an in-sample row)
             out_of_sample = sources is not None and all(run.path != src.path for src in sources)
+            drift = (drift_half_width(run, sch, cal, options, sigma, w, simulate, dof) if predicting and out_of_sample
+                     else float("nan"))
             if options.mode == "scenario" and options.control_variate and out_of_sample:
                 expectation, expectation_p95 = expectation_error(run, sch, cal, options, obs, sim_sample, w, simulate,
                                                                  seed=options.seed + k,
@@ -781,7 +783,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
                                           verdict=judge(cmp, options.bands), mode=options.mode,
                                           load_from=options.load_from, speed_from=options.speed_from,
-                                          speed_cv=sigma if predicting else float("nan"), drift_half_width=drift,
+                                          speed_cv=sigma if predicting and out_of_sample else float("nan"), drift_half_width=drift,
                                           expectation=expectation, expectation_p95=expectation_p95,
                                           stalled=tuple(int(i) for i in stalled_iterations(obs, cmp.simulated["p99"])),
                                           slow=() if slow is None else tuple(int(i) for i in slow.iterations),

@@ -160,7 +160,7 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         lines += ["One scheme only: no ranking to check.", ""]
     else:
         lines += [f"- observed:  {' < '.join(rk.observed_order)}",
-                  f"- predicted: {' < '.join(rk.predicted_order)}",
+                  f"- predicted: {rk.predicted_text()}",
                   "- Kendall tau = "
                   + (f"{rk.tau:+.3f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means all tie)")
                   + f" ({rk.verdict()})."]

@@ -245,6 +245,10 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         f"Changing n_workers keeps the per-partition compute of this run (global batch split into "
         f"{run.n_workers} partitions);",
         f"for the same global batch set workload.compute.scale to {run.n_workers} / new n_workers.",
+        *([f"workload.background.wait and finish include the {run.n_workers} worker processes' CPU between calls "
+           f"({cal.idle_cores_per_worker:.4f} cores each): add (new n_workers - {run.n_workers}) x "
+           f"{cal.idle_cores_per_worker:.4f} to both for another n."]
+          if cal.idle_cores_per_worker > 0 and d["background_wait_cores"] is not None else []),
     ]
     return "".join(f"# {ln}\n" if ln else "#\n" for ln in lines)
 

@@ -318,14 +318,26 @@ class RankAgreement:
     same_order: bool
     discordant: list[tuple[str, str]] = field(default_factory=list)
     predicted_ties: list[tuple[str, str]] = field(default_factory=list)
+    predicted_means: dict[str, float] = field(default_factory=dict)
 
     def verdict(self) -> str:
-        """``"same order"``, ``"same order but for predicted ties: a = b"`` or ``"ORDER DIFFERS"``."""
+        """``"same order"``, ``"same order but for predicted ties: a = b"``, ``"ORDER DIFFERS"`` or
+        ``"ORDER DIFFERS (predicted ties: a = b)"``."""
+        ties = ", ".join(f"{a} = {b}" for a, b in self.predicted_ties)
         if not self.same_order:
-            return "ORDER DIFFERS"
-        if self.predicted_ties:
-            return "same order but for predicted ties: " + ", ".join(f"{a} = {b}" for a, b in self.predicted_ties)
-        return "same order"
+            return "ORDER DIFFERS" + (f" (predicted ties: {ties})" if ties else "")
+        return f"same order but for predicted ties: {ties}" if ties else "same order"
+
+    def predicted_text(self) -> str:
+        """``predicted_order`` fastest first, ``" < "`` between schemes, ``" = "`` between exactly tied ones."""
+        order = self.predicted_order
+        if not order:
+            return ""
+        out = order[0]
+        for a, b in zip(order, order[1:]):
+            tied = self.predicted_means and self.predicted_means.get(a) == self.predicted_means.get(b)
+            out += (" = " if tied else " < ") + b
+        return out
 
 
 def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping[str, float]) -> RankAgreement:
@@ -341,7 +353,7 @@ def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping
         raise ConfigError("schemes", f"the observed schemes {sorted(observed_means)}", sorted(predicted_means))
     names = list(observed_means)
     obs_order = sorted(names, key=lambda k: observed_means[k])
-    pred_order = sorted(names, key=lambda k: predicted_means[k])
+    pred_order = sorted(names, key=lambda k: (predicted_means[k], observed_means[k]))  # ties: as observed
     if len(names) < 2:
         return RankAgreement(float("nan"), float("nan"), obs_order, pred_order, True)
     with warnings.catch_warnings():
@@ -352,7 +364,7 @@ def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping
     ties = [(a, b) for i, a in enumerate(obs_order) for b in obs_order[i + 1:]
             if observed_means[a] != observed_means[b] and predicted_means[a] == predicted_means[b]]
     return RankAgreement(float(res.statistic), float(res.pvalue), obs_order, pred_order, not discordant,
-                         discordant, ties)
+                         discordant, ties, {k: float(v) for k, v in predicted_means.items()})
 
 
 def drop_warmup(iterations: pd.DataFrame, warmup: int, *, min_left: int = 2) -> pd.DataFrame:
