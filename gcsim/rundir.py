@@ -205,7 +205,7 @@ def check_out_dir(out_dir: str | Path, field: str = "--out") -> Path:
         others = [h for h in held if h != CLAIM_NAME]
         raise ConfigError(field, NEW_OR_EMPTY, _Given(
             f"{str(out_dir)!r} (left half-written by a gcsim run that was killed, pid "
-            f"{(p / CLAIM_NAME).read_text().strip()}: it holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}; "
+            f"{claim_pid(p / CLAIM_NAME)}: it holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}; "
             f"remove the directory or choose another)"))
     if held:
         what = "another run is writing it" if CLAIM_NAME in held else \
@@ -279,14 +279,48 @@ def _missing_dirs(path: Path) -> list[Path]:
     return out
 
 
+def process_start_ticks(pid: int) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22), which
+    tells a process from a later one that got its PID; None where ``/proc`` does not say (not Linux, gone)."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
+def claim_text() -> str:
+    """What a claim marker holds: ``"<pid> <start ticks>"`` of this process (the PID alone where
+    :func:`process_start_ticks` cannot tell)."""
+    ticks = process_start_ticks(os.getpid())
+    return f"{os.getpid()}" + (f" {ticks}" if ticks else "") + "\n"
+
+
+def claim_pid(marker: Path) -> int | None:
+    """The PID a claim marker names, None when it names none (unreadable, or being written this instant)."""
+    try:
+        parts = marker.read_text().split()
+    except OSError:
+        return None
+    return int(parts[0]) if parts and parts[0].isdigit() else None
+
+
 def stale_claim(marker: Path) -> bool:
     """True when the claim marker ``marker`` names a process that is gone (its run was killed before it
-    could remove the marker). A marker without a readable PID (being written this instant) is not stale."""
+    could remove the marker) or whose PID now belongs to a later process (the start time it recorded
+    differs). A marker without a readable PID (being written this instant) is not stale."""
     try:
-        text = marker.read_text().strip()
+        parts = marker.read_text().split()
     except OSError:
         return False
-    return text.isdigit() and int(text) != os.getpid() and not process_alive(int(text))
+    if not parts or not parts[0].isdigit() or int(parts[0]) == os.getpid():
+        return False
+    pid = int(parts[0])
+    if not process_alive(pid):
+        return True
+    now = process_start_ticks(pid)
+    return len(parts) > 1 and now is not None and now != parts[1]
 
 
 def _claim(path: Path, field: str) -> Path:
@@ -306,7 +340,7 @@ def _claim(path: Path, field: str) -> Path:
     except OSError as e:
         raise _os_error(field, path, e) from None
     with os.fdopen(fd, "w") as f:
-        f.write(f"{os.getpid()}\n")
+        f.write(claim_text())
     if [c.name for c in path.iterdir()] != [CLAIM_NAME]:  # someone else's run got there first
         marker.unlink(missing_ok=True)
         raise refusal

@@ -234,7 +234,7 @@ def test_a_claim_left_by_a_killed_run_is_taken_over_a_live_one_is_not(tmp_path):
     (out / CLAIM_NAME).write_text(f"{dead_pid}\n")
     rundir.check_out_dir(out)  # free, not "another run is writing it"
     run = new_run_dir(out, root=tmp_path, prefix="x")
-    assert (out / CLAIM_NAME).read_text().strip() == str(os.getpid())
+    assert (out / CLAIM_NAME).read_text().split()[0] == str(os.getpid())
     run.release()
     half = tmp_path / "half"  # killed after it wrote part of its output: refused, and said so
     half.mkdir()
@@ -250,3 +250,22 @@ def test_a_claim_left_by_a_killed_run_is_taken_over_a_live_one_is_not(tmp_path):
     with pytest.raises(ConfigError, match="another run is writing it"):
         new_run_dir(live, root=tmp_path, prefix="x")
     assert (live / CLAIM_NAME).read_text().strip() == str(os.getppid())
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process start times come from /proc (Linux)")
+def test_a_claim_whose_pid_was_reused_is_stale(tmp_path):
+    # the claim records its process's start time: a live process with that PID but another start time
+    # is a later process, not the run that wrote the claim
+    ppid = os.getppid()
+    real_ticks = rundir.process_start_ticks(ppid)
+    assert real_ticks is not None and real_ticks.isdigit()
+    reused = tmp_path / "reused"
+    reused.mkdir()
+    (reused / CLAIM_NAME).write_text(f"{ppid} {int(real_ticks) + 1}\n")
+    assert rundir.stale_claim(reused / CLAIM_NAME)
+    new_run_dir(reused, root=tmp_path, prefix="x").release()
+    same = tmp_path / "same"
+    same.mkdir()
+    (same / CLAIM_NAME).write_text(f"{ppid} {real_ticks}\n")
+    assert not rundir.stale_claim(same / CLAIM_NAME)
+    assert rundir.claim_text().split() == [str(os.getpid()), rundir.process_start_ticks(os.getpid())]

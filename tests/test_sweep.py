@@ -206,3 +206,21 @@ def test_inline_and_path_base_give_the_same_plan(tmp_path):
     assert by_path.identity() == inline.identity()
     with pytest.raises(ConfigError):
         validate_sweep({"base": BASE, "grid": {"n": [2], "n_workers": [3]}})
+
+
+def test_resume_claim_respects_a_live_holder_and_takes_over_a_dead_or_reused_one(tmp_path):
+    import os
+
+    from gcsim.rundir import CLAIM_NAME, process_start_ticks
+    from gcsim.sweep.run import _claim_existing
+
+    marker = tmp_path / CLAIM_NAME
+    ppid, ticks = os.getppid(), process_start_ticks(os.getppid())
+    marker.write_text(f"{ppid} {ticks}\n" if ticks else f"{ppid}\n")  # a live process holds it
+    with pytest.raises(ConfigError, match=rf"--resume: expected a sweep no other process is running, .*process {ppid} "
+                                          r"holds it"):
+        _claim_existing(tmp_path)
+    if ticks:  # the same PID, a later process: the run that claimed it is gone
+        marker.write_text(f"{ppid} {int(ticks) + 1}\n")
+        assert _claim_existing(tmp_path) == marker
+        assert marker.read_text().split()[0] == str(os.getpid())

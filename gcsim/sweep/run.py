@@ -39,8 +39,8 @@ from typing import Callable, Iterator
 
 from gcsim import __version__
 from gcsim.errors import ConfigError, GcsimError, RunFailedError
-from gcsim.rundir import (CLAIM_NAME, RunStatus, atomic_write_text, effective_status, new_run_dir, process_alive,
-                          read_status, utc_now_iso, write_status)
+from gcsim.rundir import (CLAIM_NAME, RunStatus, atomic_write_text, claim_pid, claim_text, effective_status,
+                          new_run_dir, read_status, stale_claim, utc_now_iso, write_status)
 from gcsim.sweep.config import DEFAULT_SWEEP_ROOT, FIXED_AXIS_COLUMNS, SweepPlan, display
 from gcsim.validation import first_difference
 
@@ -412,17 +412,14 @@ def _claim_existing(run_dir: Path) -> Path:
         try:
             fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            try:
-                pid = int(marker.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if process_alive(pid):
+            pid = claim_pid(marker)
+            if pid is not None and pid != os.getpid() and not stale_claim(marker):
                 raise ConfigError("--resume", "a sweep no other process is running",
                                   _Label(f"{str(run_dir)!r} (process {pid} holds it)")) from None
-            marker.unlink(missing_ok=True)  # left by a dead process
+            marker.unlink(missing_ok=True)  # left by a dead process (or one whose PID was reused)
             continue
         with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()}\n")
+            f.write(claim_text())
         return marker
     raise ConfigError("--resume", "a sweep no other process is running",
                       _Label(f"{str(run_dir)!r} (claimed meanwhile)"))
