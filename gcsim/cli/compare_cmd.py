@@ -156,8 +156,15 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
 
     asked_cpu_source = cpu_source
     cpu_source = resolve_cpu_source(cpu_source, predicting=bool(calibrate_from))
+    options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
+                             mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
+                             load_from=load_from, speed_from=speed_from, background=background,
+                             speed_drift=_speed_drift(speed_drift), calibration_window=calibration_window,
+                             control_variate=control_variate, speed_variation=speed_variation,
+                             scheduler=scheduler)
     ctx = click.get_current_context()
     if cpu_source != "measured":  # options that act on the measured CPU only: refused, not silently ignored
+        # (after CompareOptions, which checks every value first)
         how = (f"--cpu-source {cpu_source}" if asked_cpu_source != "auto"
                else "--cpu-source auto, which is wall without --calibrate-from")
         defaults = CompareOptions()
@@ -169,12 +176,6 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
                 raise ConfigError(flag, "to be used with --cpu-source measured (wall time folds the machine's load "
                                   "and speed into the work per partition: there is no measured CPU to act on)",
                                   f"{flag} {value} with {how}")
-    options = CompareOptions(replications=replications, warmup=warmup, bands=Bands(mean=mean_band, p95=p95_band),
-                             mode=mode, n_resamples=n_resamples, seed=seed, cpu_source=cpu_source,
-                             load_from=load_from, speed_from=speed_from, background=background,
-                             speed_drift=_speed_drift(speed_drift), calibration_window=calibration_window,
-                             control_variate=control_variate, speed_variation=speed_variation,
-                             scheduler=scheduler)
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:
