@@ -235,7 +235,6 @@ def grid_uniforms(parts, width: int, start: int = 0) -> np.ndarray:
     for a in range(0, shape[0], rows):  # chunks small enough for the temporaries to stay in cache
         b = min(shape[0], a + rows)
         sub = [p[a:b] if p.shape[0] > 1 else p for p in parts]
-        full = (b - a,) + shape[1:]
         st = [s.reshape(-1) for s in _seed_states(sub)]
         if cols == 0:
             continue

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, model_validator
 
 #: Names of the non-scipy kinds.
 SPECIAL_KINDS = ("constant", "shifted_expon", "bimodal", "mixture", "empirical")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from factories import CF_C as C, CF_DELAY as DELAY, CF_N as N, CF_P as P, closed_form_means
+from factories import CF_DELAY as DELAY, CF_N as N, CF_P as P, closed_form_means
 from factories import closed_form_scenario as _scenario, write_bimodal_scenario
 
 from gcsim.advise.search import advise

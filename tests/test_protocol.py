@@ -50,7 +50,6 @@ def test_noisy_neighbour_is_ended_by_pid():
     assert nn.proc.poll() is not None
     with NoisyNeighbour(False) as nn:
         assert nn.proc is None
-    import os
 
     with NoisyNeighbour(True, "same") as nn:
         assert os.getsid(nn.proc.pid) == os.getsid(0)

@@ -1,4 +1,3 @@
-from pathlib import Path
 from types import SimpleNamespace
 
 import gcsim.cli as cli_mod

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from gcsim.errors import SchemeError
-from gcsim.schemes import make_scheme, scheme_names
+from gcsim.schemes import make_scheme
 
 
 def test_registry_unknown_name_lists_allowed():

@@ -196,7 +196,7 @@ def test_out_that_cannot_be_a_directory_is_one_line_and_keeps_files(make_out, tm
     out = make_out(tmp_path)
     assert main(["simulate", scen, "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"gcsim: error: --out: expected ") and str(out) in err, err
+    assert err.count("\n") == 1 and err.startswith("gcsim: error: --out: expected ") and str(out) in err, err
     assert (tmp_path / "afile").read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "s.yaml"]
 

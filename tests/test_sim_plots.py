@@ -2,7 +2,6 @@
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from gcsim.sim.plots import cdf_figure, plot_cdf
 

@@ -114,7 +114,7 @@ def report_markdown(res: FitResult, table: pd.DataFrame, command: str) -> str:
              f"{tr.unit_s:g} s per trace unit.", ""]
     lines += [f"- {n}" for n in res.notes]
     lines += ["", "## Decomposition", "",
-              f"- per-worker base (smallest normal-regime time), s: "
+              "- per-worker base (smallest normal-regime time), s: "
               + ", ".join(f"{b:.4g}" for b in res.base),
               f"- per-partition compute (fastest worker, load {res.load}): {res.compute_s:.6g} s; worker_scale "
               + ", ".join(f"{v:.4g}" for v in res.worker_scale),

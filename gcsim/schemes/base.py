@@ -37,7 +37,7 @@ arrived set (returns None, so the master waits for one more arrival) and records
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import ClassVar, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np

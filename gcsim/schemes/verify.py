@@ -24,7 +24,6 @@ scheme's ``payload_dtype`` (as the real executor's workers send them) and combin
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
