@@ -18,7 +18,7 @@ prediction is made for the calibration run's speed; a target whose machine slowe
 quarter of its iterations is scored against a machine the calibration never saw. Over the 308 (run,
 scheme) traces committed under docs/validation the largest block is at most 1.29 × its run's median in
 99 % of them (median 1.07 ×: the VM's routine wander, which ``workload.speed_variation`` models); three
-exceed 1.3 ×: the seed-6 neighbour pass's exponential gc-fr (1.61 ×, iterations 150–199), a gc-fr
+exceed 1.3 ×: the seed-6 neighbour pass's exponential gc-fr (1.61 ×, iterations 150–189), a gc-fr
 run of the CCE CPU check (1.36 ×) and the 2026-12-02 neighbour pass's exponential cce-fr (1.31 ×).
 Like stalls they stay in the score; the note gives the mean error without them.
 """
@@ -164,7 +164,7 @@ def slow_stretch_note(label: str, observed: pd.DataFrame, workers: pd.DataFrame,
         workers: the run's workers.csv rows of this scheme; warmup: iterations dropped.
         simulated_mean_s: the prediction's mean iteration time, seconds.
     Returns:
-        None when no block is slow; else e.g. ``"gc-fr: iterations 150–199 ran at up to 1.61 x the run's
+        None when no block is slow; else e.g. ``"gc-fr: iterations 150–189 ran at up to 1.61 x the run's
         median CPU per partition (42.9 ms against 26.6 ms, the workers' own clocks): the machine slowed
         during this run, which a prediction made at the calibration run's speed cannot know. Mean error
         −15.4 % with them, −4.0 % without"``.
