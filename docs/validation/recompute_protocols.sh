@@ -4,7 +4,7 @@
 # Each pass's protocol.md / protocol.csv / protocol_summary.csv is replaced; line 3 of protocol.md says
 # when and why it was recomputed.  Usage, from the repository root:
 #     docs/validation/recompute_protocols.sh "<why: which change of the code>"
-# About 45-150 s of CPU per pass on a 2-vCPU VM (27 passes, ~50 min). Do not run it beside real runs or timed tests.
+# About 45-150 s of CPU per pass on a 2-vCPU VM (29 passes, ~50 min). Do not run it beside real runs or timed tests.
 set -euo pipefail
 why=${1:?say why the passes are recomputed}
 GCSIM=${GCSIM:-.venv/bin/gcsim}
@@ -37,6 +37,8 @@ passes=(
   "$D/protocol-seed6-2026-12-04/noisy_real_expon|$D/protocol-seed6-2026-12-04/scenarios/real_expon.yaml|$D/protocol-seed6-2026-12-04/runs-noisy|--noisy-neighbour --neighbour-session other"
   "$D/protocol-seed6-2026-12-04/noisy_real_default|$D/protocol-seed6-2026-12-04/scenarios/real_default.yaml|$D/protocol-seed6-2026-12-04/runs-noisy|--noisy-neighbour --neighbour-session other"
   "$D/protocol-s2-2026-12-05/real_expon_s2|$D/protocol-s2-2026-12-05/scenarios/real_expon_s2.yaml|$D/protocol-s2-2026-12-05/runs|"
+  "$D/protocol-seed8-2026-12-05/real_expon|$D/protocol-seed8-2026-12-05/scenarios/real_expon.yaml|$D/protocol-seed8-2026-12-05/runs|"
+  "$D/protocol-seed8-2026-12-05/real_default|$D/protocol-seed8-2026-12-05/scenarios/real_default.yaml|$D/protocol-seed8-2026-12-05/runs|"
   "$D/protocol-s2-2026-12-05/real_default_s2|$D/protocol-s2-2026-12-05/scenarios/real_default_s2.yaml|$D/protocol-s2-2026-12-05/runs|"
 )
 tmp=$(mktemp -d)
