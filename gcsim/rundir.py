@@ -199,14 +199,15 @@ def check_out_dir(out_dir: str | Path, field: str = "--out") -> Path:
         held = sorted(c.name for c in p.iterdir()) if p.is_dir() else []
     except OSError as e:  # e.g. a name longer than the file system allows, or no permission to list
         raise ConfigError(field, f"a path the file system accepts ({e.strerror})", str(out_dir)) from None
-    if held == [CLAIM_NAME] and stale_claim(p / CLAIM_NAME):
-        held = []  # its run was killed (SIGKILL, SIGTERM, power): the directory is free; new_run_dir reclaims it
-    if held and CLAIM_NAME in held and stale_claim(p / CLAIM_NAME):
-        others = [h for h in held if h != CLAIM_NAME]
-        raise ConfigError(field, NEW_OR_EMPTY, _Given(
-            f"{str(out_dir)!r} (left half-written by a gcsim run that was killed, pid "
-            f"{claim_pid(p / CLAIM_NAME)}: it holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}; "
-            f"remove the directory or choose another)"))
+    others = [h for h in held if h != CLAIM_NAME]
+    if CLAIM_NAME in held and stale_claim(p / CLAIM_NAME):
+        if not others:
+            held = []  # its run was killed (SIGKILL, SIGTERM, power): the directory is free; new_run_dir reclaims it
+        else:
+            raise ConfigError(field, NEW_OR_EMPTY, _Given(
+                f"{str(out_dir)!r} (left half-written by a gcsim run that was killed, pid "
+                f"{claim_pid(p / CLAIM_NAME)}: it holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}; "
+                f"remove the directory or choose another)"))
     if held:
         what = "another run is writing it" if CLAIM_NAME in held else \
             f"holding {', '.join(held[:3])}{', ...' if len(held) > 3 else ''}"
@@ -310,17 +311,17 @@ def stale_claim(marker: Path) -> bool:
     """True when the claim marker ``marker`` names a process that is gone (its run was killed before it
     could remove the marker) or whose PID now belongs to a later process (the start time it recorded
     differs). A marker without a readable PID (being written this instant) is not stale."""
-    try:
-        parts = marker.read_text().split()
-    except OSError:
+    pid = claim_pid(marker)
+    if pid is None or pid == os.getpid():
         return False
-    if not parts or not parts[0].isdigit() or int(parts[0]) == os.getpid():
-        return False
-    pid = int(parts[0])
     if not process_alive(pid):
         return True
+    try:
+        recorded = marker.read_text().split()[1:2]
+    except OSError:
+        return False
     now = process_start_ticks(pid)
-    return len(parts) > 1 and now is not None and now != parts[1]
+    return bool(recorded) and now is not None and now != recorded[0]
 
 
 def _claim(path: Path, field: str) -> Path:

@@ -771,11 +771,13 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                 expectation = ControlVariateError.missing(why, asked=False)
                 expectation_p95 = QuantileControlVariateError.missing(why, asked=False)
             label = sch if counts[sch] == 1 else f"{sch} ({run_names[str(run.path)]})"
-            stall = stall_note(label, obs, cmp.simulated["mean"], cmp.simulated["p99"])
+            stalled = stalled_iterations(obs, cmp.simulated["p99"])
+            stall = stall_note(label, obs, cmp.simulated["mean"], cmp.simulated["p99"], stalled=stalled)
             if stall is not None:
                 stall_notes.append(stall)
             slow = slow_stretch(run.workers_of(sch), w)
-            slow_note = slow_stretch_note(label, obs, run.workers_of(sch), w, cmp.simulated["mean"])
+            slow_note = (None if slow is None else
+                         slow_stretch_note(label, obs, run.workers_of(sch), w, cmp.simulated["mean"], stretch=slow))
             if slow_note is not None:
                 slow_notes.append(slow_note)
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
@@ -785,7 +787,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                           load_from=options.load_from, speed_from=options.speed_from,
                                           speed_cv=sigma if predicting and out_of_sample else float("nan"), drift_half_width=drift,
                                           expectation=expectation, expectation_p95=expectation_p95,
-                                          stalled=tuple(int(i) for i in stalled_iterations(obs, cmp.simulated["p99"])),
+                                          stalled=tuple(int(i) for i in stalled),
                                           slow=() if slow is None else tuple(int(i) for i in slow.iterations),
                                           disturbance_notes=tuple(n for n in (stall, slow_note) if n is not None)))
             bar.update(1)

@@ -181,6 +181,7 @@ def _speed_lines(cal: Calibration) -> list[str]:
 def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
     d = cal.describe()
     run = runs[0]
+    run_iterations = min(int(r.iterations["iteration"].nunique()) for r in runs)
     lines = [
         f"Scenario calibrated by `{command}`",
         (f"from run {run.path} ({run.executor} executor, schemes {', '.join(run.schemes)}, n = {run.n_workers})"
@@ -237,8 +238,7 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         *(f"Calibration window (gcsim/compare/steady.py): {n}" for n in cal.window_notes),
         "Notes: " + ("; ".join(n for n in d["notes"] if n not in cal.window_notes) or "none"),
         "",
-        f"iterations: {max(min(int(r.iterations['iteration'].nunique()) for r in runs), CALIBRATED_MIN_ITERATIONS)} "
-        f"(the run had {min(int(r.iterations['iteration'].nunique()) for r in runs)}; at least "
+        f"iterations: {max(run_iterations, CALIBRATED_MIN_ITERATIONS)} (the run had {run_iterations}; at least "
         f"{CALIBRATED_MIN_ITERATIONS}, so the predicted mean is not one short draw of stragglers); seed: 1 (fresh "
         f"straggler draws, not the run's seed {run.scenario.seed}).",
         "Edit schemes, stragglers or iterations and run: gcsim simulate <this file>.",

@@ -49,7 +49,7 @@ def _pct(fraction: float) -> str:
 
 
 def stall_note(label: str, observed: pd.DataFrame, simulated_mean_s: float, simulated_p99_s: float,
-               factor: float = STALL_FACTOR) -> str | None:
+               factor: float = STALL_FACTOR, *, stalled: np.ndarray | None = None) -> str | None:
     """A one-line note naming the observed iterations longer than ``factor`` x the simulated p99.
 
     Args:
@@ -58,13 +58,14 @@ def stall_note(label: str, observed: pd.DataFrame, simulated_mean_s: float, simu
             ``duration_s`` (seconds).
         simulated_mean_s, simulated_p99_s: the prediction's mean and p99 iteration time, seconds.
         factor: the multiple of the simulated p99 above which an iteration is called a stall.
+        stalled: :func:`stalled_iterations` of ``observed`` when the caller has it already.
     Returns:
         None when no iteration is that long (or the p99 is not finite); else e.g. ``"uncoded (run):
         iteration 142 took 12.74 s, 13.2 x the predicted p99 (0.97 s): a stall of the machine, not of
         the scheme? Mean error −20.0 % with it, −8.7 % without"`` (seconds; error = simulated /
         observed − 1, as everywhere in the comparator).
     """
-    nums = stalled_iterations(observed, simulated_p99_s, factor)
+    nums = stalled if stalled is not None else stalled_iterations(observed, simulated_p99_s, factor)
     if not len(nums):
         return None
     dur = pd.to_numeric(observed["duration_s"], errors="coerce").to_numpy(float)
@@ -154,7 +155,8 @@ def mean_error_without(observed: pd.DataFrame, simulated_mean_s: float, iteratio
 
 
 def slow_stretch_note(label: str, observed: pd.DataFrame, workers: pd.DataFrame, warmup: int,
-                      simulated_mean_s: float, factor: float = SLOW_BLOCK_FACTOR) -> str | None:
+                      simulated_mean_s: float, factor: float = SLOW_BLOCK_FACTOR, *,
+                      stretch: SlowStretch | None = None) -> str | None:
     """A one-line note naming a target run's slow blocks (:func:`slow_stretch`), with the mean error
     without them.
 
@@ -163,13 +165,14 @@ def slow_stretch_note(label: str, observed: pd.DataFrame, workers: pd.DataFrame,
         observed: the scored observed iterations (after the warm-up), columns ``iteration``, ``duration_s``.
         workers: the run's workers.csv rows of this scheme; warmup: iterations dropped.
         simulated_mean_s: the prediction's mean iteration time, seconds.
+        stretch: :func:`slow_stretch` of ``workers`` when the caller has it already (else computed here).
     Returns:
         None when no block is slow; else e.g. ``"gc-fr: iterations 150–189 ran at up to 1.61 x the run's
         median CPU per partition (42.9 ms against 26.6 ms, the workers' own clocks): the machine slowed
         during this run, which a prediction made at the calibration run's speed cannot know. Mean error
         −15.4 % with them, −4.0 % without"``.
     """
-    slow = slow_stretch(workers, warmup, factor)
+    slow = stretch if stretch is not None else slow_stretch(workers, warmup, factor)
     if slow is None or observed.empty:
         return None
     dur = pd.to_numeric(observed["duration_s"], errors="coerce").to_numpy(float)
