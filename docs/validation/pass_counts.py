@@ -1,0 +1,86 @@
+"""The README's counts over every committed protocol pass: per quiet / neighbour model-pass, the worst
+error over its exact targets (the coded schemes; ``uncoded``, the calibration scheme and the noise floor,
+is left out), and how many passes meet issue 9's bands.
+
+    .venv/bin/python docs/validation/pass_counts.py            # after recompute_protocols.sh
+
+A model-pass is one straggler model of one pass (``protocol.csv`` rows of one ``model``); it is a
+neighbour pass when its path names ``noisy``. Per comparison: the mean error in expectation
+(``err_mean_cv``; the model check: raw ``err_mean``), the raw mean error, the p95 error in expectation
+(``err_p95_cv``; the model check: raw), and the measured expectation inside the 95 % prediction interval
+(``pi_covers_cv``). Bands: mean 5 % quiet / 8 % with a neighbour, p95 10 %.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent
+COMPARISONS = ["from-uncoded", "given-uncoded-load-and-speed", "calibrate-file-uncoded", "from-gc-fr",
+               "from-uncoded-ab", "check-uncoded-paired"]
+
+
+def load() -> pd.DataFrame:
+    """Every committed ``protocol.csv``, with the columns ``pass`` (its folder) and ``noisy``."""
+    frames = []
+    for path in sorted(ROOT.glob("protocol*/**/protocol.csv")):
+        df = pd.read_csv(path)
+        df["pass"] = str(path.parent.relative_to(ROOT))
+        df["noisy"] = "noisy" in df["pass"].iloc[0]
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _held(g: pd.DataFrame) -> float:
+    """How many of ``g``'s targets had the measured expectation inside the prediction interval; NaN when
+    the comparison carries no interval (the diagnostics, the model check)."""
+    if "pi_covers_cv" not in g:
+        return np.nan
+    known = g["pi_covers_cv"].dropna()
+    return np.nan if known.empty else float(known.astype(str).str.lower().eq("true").sum())
+
+
+def per_pass(df: pd.DataFrame, comparison: str, noisy: bool) -> pd.DataFrame:
+    """One row per model-pass: worst |mean error| (in expectation and raw), worst |p95 error|, PI held."""
+    x = df[(df["comparison"] == comparison) & df["exact"].astype(bool) & (df["noisy"] == noisy)
+           & (df["scheme"] != "uncoded")]
+    check = comparison.startswith("check")
+    mean_col, p95_col = ("err_mean", "err_p95") if check else ("err_mean_cv", "err_p95_cv")
+    x = x[np.isfinite(x[mean_col])]
+    rows = []
+    for (pass_, model), g in x.groupby(["pass", "model"], sort=True):
+        worst = g.loc[g[mean_col].abs().idxmax()]
+        rows.append({"pass": pass_, "model": model, "targets": len(g),
+                     "worst_mean": abs(worst[mean_col]), "worst_scheme": worst["target"],
+                     "worst_mean_raw": g["err_mean"].abs().max(), "worst_p95": g[p95_col].abs().max(),
+                     "worst_p95_raw": g["err_p95"].abs().max(),
+                     "pi_held": _held(g)})
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    df = load()
+    for noisy in (False, True):
+        band = 0.08 if noisy else 0.05
+        print(f"\n## {'with a neighbour' if noisy else 'quiet'} (mean band {band:.0%}, p95 band 10 %)\n")
+        for comparison in COMPARISONS:
+            t = per_pass(df, comparison, noisy)
+            if t.empty:
+                continue
+            pi = "" if t["pi_held"].isna().all() else \
+                f"; PI held {int(t['pi_held'].sum())} of {int(t['targets'].sum())} targets"
+            print(f"- {comparison}: {len(t)} model-passes; worst |mean err| {t.worst_mean.min():.1%} … "
+                  f"{t.worst_mean.max():.1%} (median {t.worst_mean.median():.1%}); within the band in "
+                  f"{(t.worst_mean <= band).sum()} of {len(t)} (raw {(t.worst_mean_raw <= band).sum()}); "
+                  f"p95 within 10 % in {(t.worst_p95 <= 0.10).sum()} (raw {(t.worst_p95_raw <= 0.10).sum()}){pi}")
+        t = per_pass(df, "from-uncoded", noisy)
+        print("\n| pass | model | worst \\|mean err\\| in expectation (scheme) | raw | worst \\|p95 err\\| in expectation | PI held |")
+        print("|---|---|---|---|---|---|")
+        for _, r in t.iterrows():
+            print(f"| `{r['pass']}` | {r.model} | {r.worst_mean:.1%} ({r.worst_scheme}) "
+                  f"| {r.worst_mean_raw:.1%} | {r.worst_p95:.1%} | {int(r.pi_held)} of {r.targets} |")
+
+
+if __name__ == "__main__":
+    main()
