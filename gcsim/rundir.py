@@ -8,9 +8,10 @@ study``, ``gcsim data prepare``) goes through this module:
   ``...-2``, ``-3``, ...; the name is taken by ``os.mkdir`` itself, so two processes never get
   the same one.
 * **Exclusive creation at the start** – :func:`new_run_dir` creates the directory before any
-  expensive work and claims it with a marker file opened ``O_CREAT | O_EXCL`` (:data:`CLAIM_NAME`),
-  so of two runs given the same ``--out`` exactly one wins and the other gets a one-line
-  :class:`~gcsim.errors.ConfigError`. An existing ``--out`` is accepted only when it is an empty
+  expensive work and claims it with a marker file opened ``O_CREAT | O_EXCL`` (:data:`CLAIM_NAME`)
+  and ``flock``-ed for the run's life (:func:`take_claim`), so of two runs given the same ``--out``
+  exactly one wins and the other gets a one-line :class:`~gcsim.errors.ConfigError`; a marker whose
+  run was killed is taken over under its lock, by one process only. An existing ``--out`` is accepted only when it is an empty
   directory (e.g. the working directory); a run is never merged into a directory holding files.
   :func:`check_out_dir` does the same checks without creating anything.
 * **Cleanup** – :meth:`NewRunDir.discard` removes what the run wrote (and the directory, when the run
@@ -27,6 +28,7 @@ study``, ``gcsim data prepare``) goes through this module:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -233,13 +235,13 @@ class NewRunDir:
 
     path: Path
     created: bool
-    _claim: Path | None = field(default=None, repr=False)
+    _claim: Claim | None = field(default=None, repr=False)
     _made_parents: list[Path] = field(default_factory=list, repr=False)
 
     def release(self) -> None:
-        """Remove the claim marker (the run has written what it will write)."""
+        """Remove the claim marker and drop its lock (the run has written what it will write)."""
         if self._claim is not None:
-            self._claim.unlink(missing_ok=True)
+            self._claim.release()
             self._claim = None
 
     def discard(self) -> None:
@@ -307,45 +309,133 @@ def claim_pid(marker: Path) -> int | None:
     return int(parts[0]) if parts and parts[0].isdigit() else None
 
 
-def stale_claim(marker: Path) -> bool:
-    """True when the claim marker ``marker`` names a process that is gone (its run was killed before it
-    could remove the marker) or whose PID now belongs to a later process (the start time it recorded
-    differs). A marker without a readable PID (being written this instant) is not stale."""
-    pid = claim_pid(marker)
-    if pid is None or pid == os.getpid():
+def _owner_gone(text: str) -> bool:
+    """True when claim text ``"<pid> [<start ticks>]"`` names a process that is gone, or whose PID now
+    belongs to a later process (another start time). Text without a PID (being written this instant) and
+    this process's own claim are not gone."""
+    parts = text.split()
+    if not parts or not parts[0].isdigit():
+        return False
+    pid = int(parts[0])
+    if pid == os.getpid():
         return False
     if not process_alive(pid):
         return True
+    now = process_start_ticks(pid)
+    return len(parts) > 1 and now is not None and now != parts[1]
+
+
+def _try_lock(fd: int, mode: int) -> bool:
+    """``flock(fd, mode | LOCK_NB)``: True when taken (or where the file system has no locks), False
+    when another open file holds it."""
     try:
-        recorded = marker.read_text().split()[1:2]
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # ENOLCK, EINVAL: a file system without flock; the PID check alone decides
+        return True
+    return True
+
+
+def stale_claim(marker: Path) -> bool:
+    """True when the claim marker ``marker`` was left by a run that is gone: no process holds its lock
+    (a claiming process holds an ``flock`` on it for the run's life; the kernel drops it when the process
+    dies) and the PID it names is gone or now belongs to a later process (the start time it recorded
+    differs). A marker without a readable PID (being written this instant) is not stale."""
+    try:
+        fd = os.open(marker, os.O_RDONLY)
     except OSError:
         return False
-    now = process_start_ticks(pid)
-    return bool(recorded) and now is not None and now != recorded[0]
+    try:
+        if not _try_lock(fd, fcntl.LOCK_SH):
+            return False  # a live run holds it
+        return _owner_gone(os.pread(fd, 256, 0).decode(errors="replace"))
+    finally:
+        os.close(fd)  # drops the shared lock taken for the test
 
 
-def _claim(path: Path, field: str) -> Path:
-    """Create the claim marker exclusively; refuse when another run holds the directory."""
-    marker = path / CLAIM_NAME
+@dataclass
+class Claim:
+    """This process's claim on a directory: the marker :data:`CLAIM_NAME` and the open file whose
+    exclusive ``flock`` says, for as long as this process lives, that the claim is live.
+
+    Attributes:
+        path: the marker file.
+    """
+
+    path: Path
+    _fd: int | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Remove the marker (while it is still this claim's file) and drop the lock."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            if _same_file(self._fd, self.path):
+                self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def take_claim(directory: Path) -> Claim | None:
+    """Claim ``directory`` for this process: create :data:`CLAIM_NAME` exclusively (``O_CREAT | O_EXCL``),
+    lock it (``flock``, held until :meth:`Claim.release` or this process's end) and write
+    :func:`claim_text` into it; a marker left by a run that is gone (:func:`stale_claim`) is taken over in
+    place, under its lock, so of two processes taking over the same stale marker at once exactly one wins.
+
+    Returns:
+        The :class:`Claim`, or None when a live process holds the directory.
+    Raises:
+        OSError: the marker cannot be created (read-only file system, no permission).
+    """
+    marker = directory / CLAIM_NAME
+    for _ in range(5):
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        except FileExistsError:
+            try:
+                fd = os.open(marker, os.O_RDWR)
+            except FileNotFoundError:
+                continue  # released this instant: create it afresh
+            if not _try_lock(fd, fcntl.LOCK_EX):
+                os.close(fd)
+                return None  # a live run holds it
+            if not _same_file(fd, marker):
+                os.close(fd)
+                continue  # released (unlinked) between our open and our lock
+            if not _owner_gone(os.pread(fd, 256, 0).decode(errors="replace")):
+                os.close(fd)
+                return None
+            os.ftruncate(fd, 0)  # ours now: its run is gone, and we hold the lock
+        else:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX)  # waits only for a process reading this empty marker
+        os.pwrite(fd, claim_text().encode(), 0)
+        return Claim(marker, fd)
+    return None
+
+
+def _claim(path: Path, field: str) -> Claim:
+    """Claim ``path`` (:func:`take_claim`); refuse when another run holds it or got files into it first."""
     refusal = ConfigError(field, NEW_OR_EMPTY, _Given(f"{str(path)!r} (another run is writing it)"))
     try:
-        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        if not stale_claim(marker):
-            raise refusal from None
-        marker.unlink(missing_ok=True)  # left by a run that was killed; claimed afresh (once)
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            raise refusal from None
+        claim = take_claim(path)
     except OSError as e:
         raise _os_error(field, path, e) from None
-    with os.fdopen(fd, "w") as f:
-        f.write(claim_text())
-    if [c.name for c in path.iterdir()] != [CLAIM_NAME]:  # someone else's run got there first
-        marker.unlink(missing_ok=True)
+    if claim is None:
         raise refusal
-    return marker
+    if [c.name for c in path.iterdir()] != [CLAIM_NAME]:  # someone else's run got there first
+        claim.release()
+        raise refusal
+    return claim
 
 
 def new_run_dir(out_dir: str | Path | None, *, root: str | Path, prefix: str, field: str = "--out",

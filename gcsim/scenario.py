@@ -99,6 +99,10 @@ class Workload(_Model):
 
     ``speed_variation``: the machine's speed, common to every worker, varying from iteration to
     iteration (:class:`SpeedVariation`); None = the same speed in every iteration.
+
+    ``speed_drift``: how far the CPU speed of the run being predicted may lie from the speed
+    ``compute`` describes (:class:`SpeedDrift`); ``gcsim simulate`` then gives each scheme's mean a
+    95 % prediction range. None = no range (the mean alone).
     """
 
     gradient_bytes: NonNegFinite
@@ -109,6 +113,24 @@ class Workload(_Model):
     call_overhead: Optional[DistSpec] = None
     background: Optional["Background"] = None
     speed_variation: Optional["SpeedVariation"] = None
+    speed_drift: Optional["SpeedDrift"] = None
+
+
+class SpeedDrift(_Model):
+    """How far, one standard deviation as a fraction, the mean CPU speed of the run being predicted may
+    differ from the speed ``workload.compute`` was measured at: a shared VM's speed wanders by 5–9 %
+    between runs minutes apart (docs/validation/README.md, findings 15–16 and 25), so a prediction made
+    from one run carries that much uncertainty besides the simulation's own.
+
+    ``sd``: the standard deviation (0.06 = 6 %); ``dof``: degrees of freedom of its estimate (Student's
+    t quantile for the 95 % range; None = known, the normal quantile 1.96). ``gcsim calibrate`` writes
+    both, measured on the calibration run(s) (:func:`gcsim.compare.pipeline.calibration_speed_cv`,
+    :func:`~gcsim.compare.pipeline.calibration_speed_dof`). ``gcsim simulate`` simulates every scheme
+    twice more with ``compute`` scaled by ``1 - sd`` and ``1 + sd`` (the same seed: common random
+    numbers) and reports ``mean ± hypot(t·(mean₊ − mean₋)/2, 1.96·se)`` (:mod:`gcsim.sim.drift`)."""
+
+    sd: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+    dof: Optional[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = None
 
 
 class SpeedVariation(_Model):

@@ -269,3 +269,63 @@ def test_a_claim_whose_pid_was_reused_is_stale(tmp_path):
     (same / CLAIM_NAME).write_text(f"{ppid} {real_ticks}\n")
     assert not rundir.stale_claim(same / CLAIM_NAME)
     assert rundir.claim_text().split() == [str(os.getpid()), rundir.process_start_ticks(os.getpid())]
+
+
+def _dead_pid() -> int:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(gone.stdout)  # that process has exited
+
+
+def test_two_takeovers_of_one_stale_claim_let_exactly_one_through(tmp_path, monkeypatch):
+    # B opens the stale marker and is about to lock it when A takes it over: B must not proceed (it
+    # did when a takeover was unlink + O_EXCL, since B's staleness check had been made on the old file)
+    marker = tmp_path / CLAIM_NAME
+    marker.write_text(f"{_dead_pid()}\n")
+    opened, go = threading.Event(), threading.Event()
+    real_lock = rundir._try_lock
+
+    def lock_after_a(fd, mode):
+        if threading.current_thread().name == "B":
+            opened.set()
+            assert go.wait(10)
+        return real_lock(fd, mode)
+
+    monkeypatch.setattr(rundir, "_try_lock", lock_after_a)
+    result = {}
+    b = threading.Thread(target=lambda: result.setdefault("B", rundir.take_claim(tmp_path)), name="B")
+    b.start()
+    assert opened.wait(10)  # B holds the stale marker open
+    a = rundir.take_claim(tmp_path)
+    go.set()
+    b.join(10)
+    assert a is not None and result["B"] is None
+    assert marker.read_text().split()[0] == str(os.getpid())
+    a.release()
+    assert not marker.exists()
+
+
+def test_a_live_claim_is_known_by_its_lock_and_freed_when_its_process_is_killed(tmp_path):
+    # the lock, not the PID text, says a claim is live (a process in another PID namespace, e.g. another
+    # container on the same volume, has a PID this process cannot see); SIGKILL drops it
+    out = tmp_path / "out"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from gcsim.rundir import new_run_dir; "
+         "new_run_dir(sys.argv[1], root=sys.argv[2], prefix='x'); print('claimed', flush=True); time.sleep(120)",
+         str(out), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "claimed"
+        marker = out / CLAIM_NAME
+        assert marker.read_text().split()[0] == str(child.pid)
+        with open(marker, "r+") as f:  # a PID this process cannot see as alive
+            f.write(f"{_dead_pid()}\n")
+        assert not rundir.stale_claim(marker)
+        with pytest.raises(ConfigError, match="another run is writing it"):
+            new_run_dir(out, root=tmp_path, prefix="x")
+    finally:
+        child.kill()  # only the process this test started
+        child.wait(10)
+    assert rundir.stale_claim(out / CLAIM_NAME)
+    run = new_run_dir(out, root=tmp_path, prefix="x")
+    assert (out / CLAIM_NAME).read_text().split()[0] == str(os.getpid())
+    run.release()
+    assert os.listdir(out) == []

@@ -153,6 +153,6 @@ def test_a_non_mapping_where_a_mapping_belongs_lists_the_keys_not_a_class_name()
     assert _err(lambda d: d.update(schemes=["uncoded"])) == \
         "schemes.0: expected a mapping with the keys name, s, m, seed, label, got 'uncoded'"
     assert _err(lambda d: d.update(workload=[1])) == \
-        "workload: expected a mapping with the keys gradient_bytes, model_bytes, compute, cores, scheduler, call_overhead, background, speed_variation, got [1]"
+        "workload: expected a mapping with the keys gradient_bytes, model_bytes, compute, cores, scheduler, call_overhead, background, speed_variation, speed_drift, got [1]"
     assert _err(lambda d: d.update(stragglers={"persistent": 0.1})) == \
         "stragglers.persistent: expected a mapping with the keys p_enter, p_leave, slowdown, got 0.1"

@@ -222,5 +222,5 @@ def test_resume_claim_respects_a_live_holder_and_takes_over_a_dead_or_reused_one
         _claim_existing(tmp_path)
     if ticks:  # the same PID, a later process: the run that claimed it is gone
         marker.write_text(f"{ppid} {int(ticks) + 1}\n")
-        assert _claim_existing(tmp_path) == marker
+        assert _claim_existing(tmp_path).path == marker
         assert marker.read_text().split()[0] == str(os.getpid())

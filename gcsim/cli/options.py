@@ -8,6 +8,7 @@ instead, which :func:`gcsim.cli.main` prints as ``gcsim: error: --iterations: ex
 from __future__ import annotations
 
 import dataclasses
+import math
 import shlex
 import typing
 from typing import Any, Literal
@@ -59,6 +60,40 @@ class IntOption(click.ParamType):
 
     def __repr__(self) -> str:
         return f"IntOption({self.lo}, {self.hi})"
+
+
+class FloatOption(click.ParamType):
+    """A finite number option in ``[lo, hi]`` (``[lo, hi)`` with ``hi_open``).
+
+    Raises (from :meth:`convert`):
+        ConfigError: the value is not a finite number or is out of range; the field is the option name.
+    """
+
+    name = "number"
+
+    def __init__(self, lo: float, hi: float, *, hi_open: bool = False):
+        self.lo, self.hi, self.hi_open = float(lo), float(hi), hi_open
+
+    def _allowed(self) -> str:
+        return f"a number in [{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+
+    def convert(self, value, param, ctx) -> float:
+        field = (param.opts[0] if param is not None and param.opts else "value")
+        if isinstance(value, bool):
+            raise ConfigError(field, self._allowed(), value)
+        try:
+            number = float(value) if isinstance(value, (int, float)) else float(str(value).strip())
+        except ValueError:
+            raise ConfigError(field, self._allowed(), value) from None
+        if not math.isfinite(number) or number < self.lo or number > self.hi or (self.hi_open and number == self.hi):
+            raise ConfigError(field, self._allowed(), value)
+        return number
+
+    def get_metavar(self, param, ctx=None) -> str:  # click >= 8.2 passes ctx
+        return "NUMBER"
+
+    def __repr__(self) -> str:
+        return f"FloatOption({self.lo}, {self.hi}, hi_open={self.hi_open})"
 
 
 def command_line(ctx: click.Context, name: str, positional: list[str]) -> str:

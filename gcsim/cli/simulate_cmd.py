@@ -9,16 +9,17 @@ import threading
 
 import click
 
-from gcsim.cli.options import IntOption, model_option
+from gcsim.cli.options import FloatOption, IntOption, model_option
 from gcsim.sim.output import DEFAULT_SIM_ROOT
 from gcsim.sim.vector import ENGINES, TRACE_LEVELS, simulate_with
 
 
-def format_table(summary) -> str:
+def format_table(summary, ranges=None) -> str:
     """The per-scheme table printed after a run: times in seconds, ``speedup`` = mean(uncoded) / mean
     (``-`` when ``uncoded`` was not simulated), loads in partitions and gradient lengths per worker
     and iteration; ``exact`` says whether the scheme decodes the full gradient (an approximate one
-    drops gradients: faster, but it trains differently)."""
+    drops gradients: faster, but it trains differently); with ``ranges``
+    (:func:`gcsim.sim.drift.mean_ranges`) a ``mean_95%_range_s`` column beside the mean."""
     cols = {"scheme": "scheme", "n": "n", "s": "s", "m": "m", "mean_s": "mean_s", "p50_s": "p50_s",
             "p95_s": "p95_s", "p99_s": "p99_s", "speedup_vs_uncoded": "speedup", "computation_load": "comp_load",
             "communication_load": "comm_load"}
@@ -26,10 +27,30 @@ def format_table(summary) -> str:
     # pre-format as text: pandas prints NaN as "NaN" without calling a formatter
     for c in ("mean_s", "p50_s", "p95_s", "p99_s"):
         df[c] = [f"{v:.4f}" for v in df[c]]
+    if ranges is not None:
+        by = ranges.set_index(ranges["scheme"].astype(str))
+        df.insert(df.columns.get_loc("mean_s") + 1, "mean_95%_range_s",
+                  [f"{by.at[str(k), 'mean_lo_s']:.4f}-{by.at[str(k), 'mean_hi_s']:.4f}" if str(k) in by.index else "-"
+                   for k in summary["scheme"]])
     df["speedup"] = ["-" if v != v else f"{v:.2f}x" for v in df["speedup"]]
     df["comm_load"] = [f"{v:.3g}" for v in df["comm_load"]]
     df.insert(1, "exact", [_exact_text(name) for name in df["scheme"]])
     return df.to_string(index=False)
+
+
+def _ranges(sc, result, engine: str, progress):
+    """:func:`gcsim.sim.drift.mean_ranges` of a finished simulation: two more runs of the same engine and
+    seed with the partition work ×(1 ± sd); without per-iteration rows (``--trace none``) the summary's
+    means, without a sampling error."""
+    import pandas as pd
+
+    from gcsim.sim.drift import mean_ranges
+    from gcsim.sim.vector import simulate_with
+
+    base = result.iterations
+    if base is None or base.empty:
+        base = pd.DataFrame({"scheme": result.summary["scheme"], "duration_s": result.summary["mean_s"]})
+    return mean_ranges(sc, base, lambda s: simulate_with(s, engine, trace="iterations", progress=progress).iterations)
 
 
 def _exact_text(label: str) -> str:
@@ -96,12 +117,19 @@ def terminate_as_exit(status: int = 128 + signal.SIGTERM):
 @model_option("--trace", model=simulate_with, field="trace", choices=TRACE_LEVELS,
               help="Per-iteration/per-worker files to write: full (iterations.csv + workers.csv), iterations, "
                    "none (summary only; with the vector engine memory then does not grow with workers).")
+@click.option("--speed-drift", "speed_drift", type=FloatOption(0.0, 1.0, hi_open=True), default=None, metavar="SD",
+              help="How far the CPU speed of the run you predict may lie from the scenario's, one standard "
+                   "deviation as a fraction (0.075 = 7.5 %): each scheme's mean gets a 95 % range (two more "
+                   "simulations). Default: the scenario's workload.speed_drift (gcsim calibrate writes it); "
+                   "0: no range.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
-def command(scenario, out_dir, iterations, seed, schemes, engine, trace, progress):
+def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_drift, progress):
     """Simulate SCENARIO (YAML) and report the iteration-time distribution of every scheme.
 
-    Writes config.yaml, summary.csv, iterations.csv, workers.csv, cdf.png, bars.png and meta.json.
-    A bad scenario or option exits with status 2 and creates nothing.
+    Writes config.yaml, summary.csv, iterations.csv, workers.csv, cdf.png, bars.png and meta.json;
+    with a speed drift (workload.speed_drift or --speed-drift) also prediction_range.csv: each scheme's
+    mean with its 95 % range on another run of the machine. A bad scenario or option exits with
+    status 2 and creates nothing.
     """
     from gcsim.rundir import new_run_dir
     from gcsim.scenario import load_scenario
@@ -118,12 +146,18 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, progres
         if e.field in ("schemes", "iterations", "seed"):  # they came from the options: name the option
             raise ConfigError(f"--{e.field}", e.allowed, e.given) from None
         raise
+    if speed_drift is not None:
+        from gcsim.scenario import SpeedDrift
+
+        drift = None if speed_drift == 0 else SpeedDrift(sd=speed_drift)
+        sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"speed_drift": drift})})
     with terminate_as_exit():
         # created (exclusively) before simulating: a bad --out fails now, parallel runs never share one
         run = new_run_dir(out_dir, root=DEFAULT_SIM_ROOT, prefix=sc.name)
         try:
             result = simulate_with(sc, engine, trace=trace, progress=progress)
-            path = write_sim_run(result, sc, run)
+            ranges = _ranges(sc, result, engine, progress) if sc.workload.speed_drift is not None else None
+            path = write_sim_run(result, sc, run, ranges=ranges)
         except MemoryError:
             run.discard()
             raise ConfigError("iterations", "a run that fits in memory (fewer iterations, workers or schemes)",
@@ -138,7 +172,16 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, progres
     click.echo(f"{sc.name}: n={sc.n_workers}, {sc.iterations} iterations, seed {sc.seed}, policy {sc.policy} "
                f"(simulated in {result.wall_s:.1f} s, engine {result.engine}"
                f"{' because of ' + result.engine_note if result.engine_note else ''})")
-    click.echo(format_table(result.summary))
+    click.echo(format_table(result.summary, ranges))
+    if ranges is not None:
+        d = sc.workload.speed_drift
+        source = ("--speed-drift" if speed_drift is not None else
+                  "the scenario's workload.speed_drift; gcsim calibrate measures it on the calibration run's own "
+                  "blocks, which under-states the drift between runs (1.4x on our VM, docs/validation/README.md "
+                  "finding 25): give --speed-drift, or calibrate on two runs")
+        click.echo(f"mean_95%_range_s: the mean on a run of this machine at another time, its CPU speed "
+                   f"drifting by {d.sd:.1%} (one SD{'' if d.dof is None else f', {d.dof:g} degrees of freedom'}; "
+                   f"{source}), with this simulation's own sampling error (prediction_range.csv).")
     for line in refusal_lines(result.refusals):
         click.echo(line)
     click.echo(f"wrote {path}")

@@ -115,6 +115,13 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
 
         cal = fit_pooled_background(runs, cal, warmup=w)
     data = scenario_data(run, run.schemes[0], cal)
+    if measured:
+        from gcsim.compare.pipeline import calibration_speed_cv, calibration_speed_dof
+
+        sigma = calibration_speed_cv(runs, w)
+        if math.isfinite(sigma):  # the machine's drift, for gcsim simulate's prediction range
+            dof = calibration_speed_dof(runs, w)
+            data["workload"]["speed_drift"] = {"sd": round(sigma, 6), **({"dof": dof} if math.isfinite(dof) else {})}
     data["name"] = name or ("calibrated-" + data["name"])[:100]
     data["schemes"] = schemes if schemes is not None else default_schemes(run.n_workers)
     data["iterations"] = max(int(data.get("iterations") or 0), CALIBRATED_MIN_ITERATIONS)
@@ -178,7 +185,23 @@ def _speed_lines(cal: Calibration) -> list[str]:
             f"{sv.sd_within:.3f}, stays in workload.compute; set sd: 0 for a machine whose speed holds still)"]
 
 
-def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
+def _drift_lines(data: dict, runs: list[RunDir]) -> list[str]:
+    """The calibrated YAML's comment on ``workload.speed_drift`` (none when not measured)."""
+    drift = data.get("workload", {}).get("speed_drift")
+    if not drift:
+        return []
+    how = ("the spread of this run's ~10-s blocks of CPU per partition, x sqrt(2) for a run yet to come"
+           if len(runs) == 1 else f"the spread within and between the {len(runs)} runs")
+    dof = f"{drift['dof']:g} degrees of freedom; " if "dof" in drift else ""
+    return [f"  workload.speed_drift: sd {drift['sd']:.3f}: how far a later run's CPU speed may lie from this one's",
+            f"    ({how});",
+            f"    {dof}gcsim simulate gives each scheme's mean a 95 % range from it.",
+            "    On a shared VM the drift between runs was 1.4 x what one run measures of itself",
+            "    (docs/validation/README.md finding 25): raise sd (e.g. 0.075) or calibrate on two runs of the",
+            "    same scheme, before and after the work you predict; remove the key for no range."]
+
+
+def _header(runs: list[RunDir], cal: Calibration, command: str, data: dict | None = None) -> str:
     d = cal.describe()
     run = runs[0]
     run_iterations = min(int(r.iterations["iteration"].nunique()) for r in runs)
@@ -199,6 +222,7 @@ def _header(runs: list[RunDir], cal: Calibration, command: str) -> str:
         *_probe_lines(runs),
         f"  workload.call_overhead: per-call CPU besides the partitions, mean {d['call_overhead_mean_s'] * 1e3:.2f} ms",
         *_speed_lines(cal),
+        *_drift_lines(data or {}, runs),
         f"  workload.cores: {d['cores']} (the cores the workers shared)" if d["cores"] is not None
         else "  workload.cores: unset (every worker had a core of its own)",
         *([f"  workload.scheduler: {d['scheduler']} ("
@@ -319,7 +343,7 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
             if csv.exists():
                 raise ConfigError("--out", f"a name whose side files do not exist yet (or --force to replace "
                                   f"them): {csv.name} is there", str(out))
-    text = _header(as_runs(run), cal, command) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    text = _header(as_runs(run), cal, command, data) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     for csv, body in side.items():
         atomic_write_text(csv, body)
     validate_scenario(yaml.safe_load(text), base_dir=out.parent)  # what simulate will read

@@ -22,14 +22,15 @@ from gcsim.trace import ITERATION_COLUMNS, SUMMARY_COLUMNS, WORKER_COLUMNS, writ
 DEFAULT_SIM_ROOT = Path("runs/sim")
 
 
-def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | Path | NewRunDir) -> Path:
+def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | Path | NewRunDir, *,
+                  ranges=None) -> Path:
     """Write a complete run directory and return its path.
 
     Files: ``config.yaml`` (the resolved scenario actually simulated: ``result.scenario``, or
     ``scenario`` when the result has none), ``summary.csv``, ``iterations.csv``, ``workers.csv``
     (:mod:`gcsim.trace` columns, seconds), ``cdf.png``, ``bars.png`` and ``meta.json`` (last, with the
     ``engine`` that computed the run and the ``trace`` level: ``iterations`` omits workers.csv, ``none``
-    also iterations.csv).
+    also iterations.csv); with ``ranges`` (:func:`gcsim.sim.drift.mean_ranges`) ``prediction_range.csv``.
 
     Args:
         out_dir: a directory made by :func:`gcsim.rundir.new_run_dir` (released here when complete),
@@ -44,6 +45,10 @@ def write_sim_run(result: SimResult, scenario: Scenario | None, out_dir: str | P
     try:
         atomic_write_text(out / "config.yaml", sc.to_yaml())
         write_csv(out / "summary.csv", result.summary, SUMMARY_COLUMNS)
+        if ranges is not None:
+            from gcsim.sim.drift import RANGE_COLUMNS
+
+            write_csv(out / "prediction_range.csv", ranges, RANGE_COLUMNS)
         trace = getattr(result, "trace", "full")
         if trace in ("iterations", "full"):
             write_csv(out / "iterations.csv", result.iterations, ITERATION_COLUMNS)

@@ -39,8 +39,8 @@ from typing import Callable, Iterator
 
 from gcsim import __version__
 from gcsim.errors import ConfigError, GcsimError, RunFailedError
-from gcsim.rundir import (CLAIM_NAME, RunStatus, atomic_write_text, claim_pid, claim_text, effective_status,
-                          new_run_dir, read_status, stale_claim, utc_now_iso, write_status)
+from gcsim.rundir import (CLAIM_NAME, Claim, RunStatus, atomic_write_text, claim_pid, effective_status, new_run_dir,
+                          read_status, take_claim, utc_now_iso, write_status)
 from gcsim.sweep.config import DEFAULT_SWEEP_ROOT, FIXED_AXIS_COLUMNS, SweepPlan, display
 from gcsim.validation import first_difference
 
@@ -405,24 +405,18 @@ def check_same_sweep(run_dir: Path, plan: SweepPlan) -> None:
                           _Label(f"{str(run_dir)!r}, whose {_first_difference(stored_id, new_id)}"))
 
 
-def _claim_existing(run_dir: Path) -> Path:
+def _claim_existing(run_dir: Path) -> Claim:
     """Claim an existing run directory for this process (refused while another live process holds it)."""
-    marker = run_dir / CLAIM_NAME
-    for _ in range(2):
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            pid = claim_pid(marker)
-            if pid is not None and pid != os.getpid() and not stale_claim(marker):
-                raise ConfigError("--resume", "a sweep no other process is running",
-                                  _Label(f"{str(run_dir)!r} (process {pid} holds it)")) from None
-            marker.unlink(missing_ok=True)  # left by a dead process (or one whose PID was reused)
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(claim_text())
-        return marker
-    raise ConfigError("--resume", "a sweep no other process is running",
-                      _Label(f"{str(run_dir)!r} (claimed meanwhile)"))
+    try:
+        claim = take_claim(run_dir)
+    except OSError as e:
+        raise ConfigError("--resume", "a sweep run directory this user can write",
+                          _Label(f"{str(run_dir)!r} ({e.strerror or type(e).__name__})")) from None
+    if claim is None:
+        pid = claim_pid(run_dir / CLAIM_NAME)
+        raise ConfigError("--resume", "a sweep no other process is running",
+                          _Label(f"{str(run_dir)!r} ({f'process {pid}' if pid else 'another process'} holds it)"))
+    return claim
 
 
 @contextlib.contextmanager
@@ -488,7 +482,7 @@ def run_sweep(plan: SweepPlan, *, out_dir: str | Path | None = None, resume: str
         claim = _claim_existing(run_dir)
     else:
         new = new_run_dir(out_dir, root=DEFAULT_SWEEP_ROOT, prefix=plan.name)
-        run_dir, claim, st = new.path, new.path / CLAIM_NAME, {}
+        run_dir, claim, st = new.path, None, {}
         try:
             import yaml
             atomic_write_text(run_dir / "sweep.yaml", yaml.safe_dump(plan.resolved(), sort_keys=False, width=100))
@@ -500,7 +494,7 @@ def run_sweep(plan: SweepPlan, *, out_dir: str | Path | None = None, resume: str
         if new is not None:
             new.release()
         else:
-            claim.unlink(missing_ok=True)
+            claim.release()
 
     total = plan.total
     sessions = list(st.get("sessions", [])) if isinstance(st.get("sessions"), list) else []

@@ -1,0 +1,125 @@
+"""The prediction range of ``gcsim simulate`` under the machine's CPU-speed drift (``workload.speed_drift``,
+:mod:`gcsim.sim.drift`): every distribution scales exactly, the range has its closed form on a
+deterministic run, ``gcsim calibrate`` writes the drift it measured and ``gcsim simulate`` shows it."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from gcsim.cli import main
+from gcsim.compare.pipeline import calibration_speed_cv, calibration_speed_dof
+from gcsim.compare.rundir import read_run_dir
+from gcsim.latency import build_distribution, parse_spec, scaled_spec
+from gcsim.scenario import validate_scenario
+from gcsim.sim.drift import batch_means_se, mean_ranges, scale_compute
+from gcsim.sim.vector import simulate_with
+
+ROOT = Path(__file__).resolve().parents[1]
+QUIET_UNCODED = ROOT / "docs/validation/protocol-seed8-2026-12-05/runs/real_expon/uncoded-a"
+
+SPECS = [
+    {"dist": "constant", "value": 0.2},
+    {"dist": "shifted_expon", "shift": 0.05, "scale": 0.1},
+    {"dist": "bimodal", "p": 0.3, "delay": 1.0, "base": {"dist": "constant", "value": 0.02}},
+    {"dist": "mixture", "components": [{"weight": 0.4, "spec": {"dist": "constant", "value": 0.1}},
+                                       {"weight": 0.6, "spec": {"dist": "expon", "scale": 0.2}}]},
+    {"dist": "empirical", "values": [0.01, 0.02, 0.05], "scale": 2.0},
+    {"dist": "lognorm", "s": 0.5, "scale": 0.1, "loc": 0.01},
+    {"dist": "pareto", "b": 2.5},
+]
+
+
+@pytest.mark.parametrize("raw", SPECS, ids=[s["dist"] for s in SPECS])
+def test_a_scaled_distribution_draws_every_value_times_the_factor(raw):
+    spec = parse_spec(raw)
+    base, scaled = build_distribution(spec), build_distribution(scaled_spec(spec, 1.3))
+    u = np.random.default_rng(7).random((500, base.n_uniforms))
+    np.testing.assert_allclose(scaled.from_uniform(u), 1.3 * base.from_uniform(u), rtol=1e-12)
+    assert scaled.mean() == pytest.approx(1.3 * base.mean(), rel=1e-12)
+
+
+def test_a_bad_factor_is_named():
+    with pytest.raises(ValueError, match=r"^factor must be a finite number > 0, got -1$"):
+        scaled_spec(parse_spec({"dist": "constant", "value": 1}), -1)
+
+
+def _scenario(stragglers=None, **workload):
+    return validate_scenario({
+        "name": "d", "n_workers": 4, "iterations": 200, "seed": 2,
+        "schemes": [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}],
+        "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.1}, **workload},
+        "network": {"latency_s": 0.001}, **({"stragglers": stragglers} if stragglers else {}),
+    })
+
+
+def test_the_range_has_its_closed_form_on_a_deterministic_run():
+    # no stragglers, constant work: an iteration is compute x partitions + latencies, so the means at
+    # 1 -+ sd differ by exactly 2 sd x compute x partitions and the sampling error is 0
+    sc = _scenario(speed_drift={"sd": 0.1})
+    its = simulate_with(sc, "vector", trace="iterations").iterations
+    ranges = mean_ranges(sc, its, lambda s: simulate_with(s, "vector", trace="iterations").iterations).set_index("scheme")
+    for label, partitions in (("uncoded", 1), ("gc-fr", 2)):
+        r = ranges.loc[label]
+        assert r.mean_slow_s - r.mean_fast_s == pytest.approx(2 * 0.1 * 0.1 * partitions, rel=1e-9)
+        assert r.sampling_se_s == pytest.approx(0.0, abs=1e-15)
+        half = 1.959963984540054 * 0.1 * 0.1 * partitions
+        assert (r.mean_lo_s, r.mean_hi_s) == pytest.approx((r.mean_s - half, r.mean_s + half), rel=1e-9)
+
+
+def test_an_estimated_drift_takes_students_t_and_adds_the_sampling_error():
+    sc = _scenario({"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.5}}, speed_drift={"sd": 0.05, "dof": 6})
+    its = simulate_with(sc, "vector", trace="iterations").iterations
+    r = mean_ranges(sc, its, lambda s: simulate_with(s, "vector", trace="iterations").iterations).set_index("scheme").loc["gc-fr"]
+    from scipy import stats
+    drift = stats.t.ppf(0.975, 6) * abs(r.mean_slow_s - r.mean_fast_s) / 2
+    assert r.drift_half_width_s == pytest.approx(drift, rel=1e-12)
+    x = its.loc[its["scheme"] == "gc-fr", "duration_s"].to_numpy()
+    assert r.sampling_se_s == pytest.approx(batch_means_se(x), rel=1e-12) and r.sampling_se_s > 0
+    assert r.mean_hi_s - r.mean_s == pytest.approx(np.hypot(drift, 1.959963984540054 * r.sampling_se_s), rel=1e-12)
+
+
+def test_batch_means_se_of_independent_draws_is_the_usual_one():
+    x = np.repeat(np.arange(20.0), 5)  # batches of 5 equal values: batch means 0..19
+    assert batch_means_se(x) == pytest.approx(np.std(np.arange(20.0), ddof=1) / np.sqrt(20), rel=1e-12)
+    assert np.isnan(batch_means_se(np.ones(30)))  # fewer than 2 values per batch
+
+
+def test_scale_compute_touches_only_the_partition_work():
+    sc = _scenario(call_overhead={"dist": "constant", "value": 0.01})
+    out = scale_compute(sc, 2.0)
+    assert out.workload.compute.value == pytest.approx(0.2) and out.workload.call_overhead.value == 0.01
+    assert sc.workload.compute.value == 0.1  # the original is unchanged
+
+
+def test_simulate_writes_the_range_and_refuses_a_bad_drift(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    data = {"name": "d", "n_workers": 4, "iterations": 100, "seed": 2, "schemes": [{"name": "uncoded"}],
+            "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.1}}}
+    path.write_text(yaml.safe_dump(data))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    assert not (tmp_path / "a" / "prediction_range.csv").exists()  # no drift: no range
+    assert main(["simulate", str(path), "--out", str(tmp_path / "b"), "--no-progress", "--speed-drift", "0.2"]) == 0
+    out = capsys.readouterr().out
+    r = pd.read_csv(tmp_path / "b" / "prediction_range.csv").iloc[0]
+    assert r.mean_hi_s - r.mean_lo_s == pytest.approx(2 * 1.959963984540054 * 0.2 * 0.1, rel=1e-7)  # CSV: 10 digits
+    assert f"{r.mean_lo_s:.4f}-{r.mean_hi_s:.4f}" in out and "drifting by 20.0% (one SD; --speed-drift)" in out
+    assert main(["simulate", str(path), "--out", str(tmp_path / "c"), "--speed-drift", "1"]) == 2
+    assert capsys.readouterr().err.strip() == "gcsim: error: --speed-drift: expected a number in [0, 1), got '1'"
+    assert not (tmp_path / "c").exists()
+    data["workload"]["speed_drift"] = {"sd": -0.1}
+    path.write_text(yaml.safe_dump(data))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "d")]) == 2
+    assert "workload.speed_drift.sd" in capsys.readouterr().err
+
+
+def test_calibrate_writes_the_drift_it_measured(tmp_path, capsys):
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(QUIET_UNCODED), "--out", str(out)]) == 0
+    written = yaml.safe_load(out.read_text())["workload"]["speed_drift"]
+    run = read_run_dir(QUIET_UNCODED)
+    assert written["sd"] == pytest.approx(calibration_speed_cv([run], 10), abs=1e-6)
+    assert written["dof"] == calibration_speed_dof([run], 10)
+    assert "workload.speed_drift: sd" in out.read_text()
