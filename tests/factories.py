@@ -213,7 +213,7 @@ def zip_folder(folder: Path, zip_path: Path, prefix: str = "cifar10/") -> Path:
 # the real executor: tiny data, worker setup, the single-process oracle, subprocesses
 # --------------------------------------------------------------------------------------------------
 #: ``gcsim`` in a fresh interpreter of this environment (argv prefix for :mod:`subprocess`).
-GCSIM = [sys.executable, "-c", "import sys; from gcsim.cli import main; sys.exit(main())"]
+GCSIM = [sys.executable, "-c", "from gcsim.cli import entry; entry()"]
 
 
 def random_images(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

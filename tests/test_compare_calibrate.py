@@ -1,5 +1,7 @@
 """Calibration of compute, transfer and master overhead from measured traces; the matching scenario."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,6 +11,8 @@ from gcsim.compare.calibrate import (build_scenario, calibrate, compute_distribu
                                      match_partition_spread, per_partition_compute, require_same_n)
 from gcsim.compare.rundir import read_run_dir
 from gcsim.errors import ConfigError, RunDirError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _config(n=6, schemes=({"name": "gc-fr", "s": 1},), seed=11, **extra):
@@ -145,3 +149,21 @@ def test_calibrate_refuses_a_warmup_that_leaves_no_iterations(tmp_path, warmup):
     assert (tmp_path / "two" / "cal.yaml").is_file()
     assert written("default") == two  # the default dropped the same 2 iterations as --warmup 2
     assert written("three", warmup=3) != two  # (the warm-up changes the calibration: the check can fail)
+
+
+def test_a_simulated_run_is_not_pooled_with_a_real_one(tmp_path):
+    # a simulated run's times are the model's output: pooled, it counted as a second measurement of the
+    # machine and narrowed the prediction interval's drift (found by a review as a new user)
+    import yaml
+
+    from gcsim.cli import main
+
+    real = ROOT / "docs/validation/protocol-seed8-2026-12-05/runs/real_expon/uncoded-a"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(_config(schemes=[{"name": "uncoded"}])))
+    sim = tmp_path / "sim"
+    assert main(["simulate", str(tmp_path / "s.yaml"), "--out", str(sim), "--no-progress"]) == 0
+    with pytest.raises(ConfigError, match=r"^calibration runs: expected runs of one executor .*got uncoded-a \(real\) "
+                                          r"and sim \(sim\)$"):
+        calibrate([read_run_dir(real), read_run_dir(sim)])
+    assert main(["calibrate", str(real), str(sim), "--out", str(tmp_path / "c.yaml")]) == 2
+    assert not (tmp_path / "c.yaml").exists()

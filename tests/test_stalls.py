@@ -1,6 +1,7 @@
 """Measured iterations the prediction cannot produce (gcsim/compare/stalls.py): named, with the mean
 error without them; none named when every iteration is within the factor."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -94,3 +95,33 @@ def test_the_note_gives_the_mean_error_with_and_without_the_slow_iterations():
     assert f"Mean error {100 * (0.3 / mean_obs - 1):+.1f} % with them, +0.0 % without" in note
     assert mean_error_without(obs, 0.3, range(70, 90)) == pytest.approx(0.0)
     assert slow_stretch_note("gc-fr", obs, _workers(), warmup=10, simulated_mean_s=0.3) is None
+
+
+from types import SimpleNamespace  # noqa: E402
+
+from gcsim.compare.stalls import LOAD_NOTE_CORES, SHORT_TARGET_ITERATIONS, load_change_note, short_target_note  # noqa: E402
+from gcsim.compare.stats import compare_samples  # noqa: E402
+
+
+def _with_load(other_cores):
+    return SimpleNamespace(meta={"host_cpu_load": {"other_cores": other_cores}})
+
+
+def test_a_target_loaded_unlike_the_calibration_is_named():
+    note = load_change_note("gc-fr", _with_load(1.17), [_with_load(0.15), _with_load(0.23)])
+    assert note == ("gc-fr: other processes took 1.17 cores during this run against 0.19 during the calibration "
+                    "run(s) (meta.json host_cpu_load.other_cores): the prediction is for the calibration's load; "
+                    "--load-from target predicts at this run's (a diagnostic, not a prediction)")
+    assert load_change_note("gc-fr", _with_load(0.19 + LOAD_NOTE_CORES - 0.01), [_with_load(0.19)]) is None
+    assert load_change_note("gc-fr", SimpleNamespace(meta={}), [_with_load(0.19)]) is None  # not recorded
+
+
+def test_a_short_target_says_its_p95_cannot_be_judged():
+    rng = np.random.default_rng(1)
+    obs = pd.DataFrame({"duration_s": rng.exponential(0.3, SHORT_TARGET_ITERATIONS - 1)})
+    cmp = compare_samples(obs["duration_s"].to_numpy(), rng.exponential(0.3, 5000), seed=1)
+    note = short_target_note("gc-fr", obs, cmp)
+    p95 = cmp.rel_error["p95"]
+    assert note == (f"gc-fr: only {SHORT_TARGET_ITERATIONS - 1} iterations scored after the warm-up: too few to judge "
+                    f"the p95 (its error's 95 % CI {p95.low:+.0%} … {p95.high:+.0%}); 200 or more make it informative")
+    assert short_target_note("gc-fr", pd.concat([obs, obs.iloc[:1]]), cmp) is None

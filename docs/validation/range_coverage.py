@@ -45,7 +45,13 @@ def main() -> None:
         rows = table[(table["comparison"] == "calibrate-file-uncoded") & table["exact"].astype(bool)
                      & (table["scheme"] != "uncoded")]
         for model, g in rows.groupby("model", sort=False):
-            cal = Path(g["run_dir"].iloc[0]).parent / "uncoded-a"
+            pred = table[(table["model"] == model) & (table["comparison"] == "from-uncoded")]
+            g = g.drop(columns=["s", "m"]).merge(pred[["target", "s", "m"]], on="target", how="left")
+            dirs = pred["run_dir"].dropna()
+            if dirs.empty or not (Path(dirs.iloc[0]).parent / "uncoded-a").is_dir():
+                print(f"{path.parent.relative_to(ROOT)} {model}: no traces of uncoded-a, skipped")
+                continue
+            cal = Path(dirs.iloc[0]).parent / "uncoded-a"
             for key, sd in (("measured", None), ("0.075", 0.075)):
                 r = ranges_for(cal, g, sd).set_index("scheme")
                 labels = list(g["scheme"])

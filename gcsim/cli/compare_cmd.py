@@ -204,7 +204,8 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     click.echo(f"{len(table)} scheme(s) compared, {options.mode} mode, {options.replications} replication(s), "
                f"{src}")
     click.echo(verdict_table(table))
-    for note in (*result.window_notes, *result.stall_notes, *result.slow_stretch_notes, *result.missing_notes()):
+    for note in (*result.window_notes, *result.stall_notes, *result.slow_stretch_notes, *result.target_notes,
+                 *result.missing_notes()):
         click.echo(f"note: {note}", err=True)
     for it in result.items:  # a prediction without its expectation for a reason the user did not choose
         for what, x in (("mean", it.expectation), ("p95", it.expectation_p95)):

@@ -86,7 +86,8 @@ from gcsim.compare.estimators import (BANDWIDTH_THRESHOLD_BYTES, KM_POINTS, Tran
                                       compute_distribution, dispatch_lags, fit_transfer, match_partition_spread,
                                       measured_cpu, per_partition_compute, split_idle_cpu, worker_idle_s)
 from gcsim.compare.rundir import RunDir
-from gcsim.compare.run_facts import (cancel_granularity, message_bytes, recorded_cores, require_same_n, run_cores,
+from gcsim.compare.run_facts import (cancel_granularity, message_bytes, recorded_cores, require_same_executor,
+                                     require_same_n, run_cores,
                                      run_scheduler, scheme_spec)
 from gcsim.compare.scenario_build import build_scenario, scenario_data
 from gcsim.compare.speed_variation import (SpeedVariationFit, fit_speed_variation, remove_iteration_factor,
@@ -489,12 +490,14 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         :class:`Calibration`.
     Raises:
         RunDirError: no usable compute / arrival / iteration data (names the file), no gradient size.
-        ConfigError: runs with different ``n`` (field ``n``).
+        ConfigError: runs with different ``n`` (field ``n``) or of different executors (a simulated run
+            pooled with a real one).
     """
     runs = [runs] if isinstance(runs, RunDir) else list(runs)
     n = runs[0].n_workers
     for r in runs[1:]:
         require_same_n(runs[0], r)
+        require_same_executor(runs[0], r)
     cores = run_cores(runs[0]) if contention else None
     samples = _Samples(n_workers=n, cores=cores, warmup=warmup, use_measured=use_measured_cpu,
                        speed_variation=bool(speed_variation and use_measured_cpu and cores is not None))

@@ -32,7 +32,8 @@ from gcsim.compare.estimators import (DRIFT_BLOCK_ITERATIONS, DRIFT_MIN_BLOCKS, 
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import build_scenario
-from gcsim.compare.stalls import mean_error_without, slow_stretch, slow_stretch_note, stall_note, stalled_iterations
+from gcsim.compare.stalls import (load_change_note, mean_error_without, short_target_note, slow_stretch, slow_stretch_note,
+                                  stall_note, stalled_iterations)
 from gcsim.compare.steady import calibration_runs, check_window
 from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
 from gcsim.compare.verdict import Bands, Verdict, judge
@@ -301,6 +302,9 @@ class CompareResult:
             more than :data:`gcsim.compare.stalls.SLOW_BLOCK_FACTOR` x the run's median CPU per
             partition), one line per comparison that has any (:func:`gcsim.compare.stalls.slow_stretch_note`);
             they stay in the score.
+        target_notes: a target run whose other-process load differed from the calibration's
+            (:func:`gcsim.compare.stalls.load_change_note`) or too short to judge its p95
+            (:func:`gcsim.compare.stalls.short_target_note`), one line each.
     """
 
     items: list[SchemeComparison]
@@ -310,6 +314,7 @@ class CompareResult:
     window_notes: tuple[str, ...] = ()
     stall_notes: tuple[str, ...] = ()
     slow_stretch_notes: tuple[str, ...] = ()
+    target_notes: tuple[str, ...] = ()
 
     def table(self) -> pd.DataFrame:
         """The ``validation.csv`` table (one row per item)."""
@@ -715,6 +720,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     items: list[SchemeComparison] = []
     stall_notes: list[str] = []
     slow_notes: list[str] = []
+    target_notes: list[str] = []
     bar = tqdm(total=len(work), desc="compare", unit="scheme", disable=not progress)
     try:
         for k, (run, sch) in enumerate(work):
@@ -780,6 +786,10 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                          slow_stretch_note(label, obs, run.workers_of(sch), w, cmp.simulated["mean"], stretch=slow))
             if slow_note is not None:
                 slow_notes.append(slow_note)
+            for note in (load_change_note(label, run, sources) if out_of_sample and options.load_from != "target"
+                         else None, short_target_note(label, obs, cmp)):
+                if note is not None:
+                    target_notes.append(note)
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
@@ -799,7 +809,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                  {it.label: it.comparison.simulated["mean"] for it in items})
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options,
                          window_notes=tuple(window_notes), stall_notes=tuple(stall_notes),
-                         slow_stretch_notes=tuple(slow_notes))
+                         slow_stretch_notes=tuple(slow_notes), target_notes=tuple(target_notes))
 
 
 __all__ = ["CPU_SOURCES", "resolve_cpu_source", "REPLAY_MAX_BAD_FRACTION", "SCHEDULERS", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "simulated_mean_se", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",

@@ -197,6 +197,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
     if result.slow_stretch_notes:
         lines += ["Target runs during which the machine slowed (kept in the score; gcsim/compare/stalls.py):", "",
                   *[f"- {n}" for n in result.slow_stretch_notes], ""]
+    if result.target_notes:
+        lines += ["Target runs to read with care (gcsim/compare/stalls.py):", "",
+                  *[f"- {n}" for n in result.target_notes], ""]
     lines += ["## Plots", ""]
     for title, rel in plots.items():
         lines += [f"### {title}", "", f"![{title}]({rel})", ""]

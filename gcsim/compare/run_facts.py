@@ -102,5 +102,21 @@ def require_same_n(source: RunDir, target: RunDir) -> None:
                                   f"got {target.n_workers} (run {target.label})")
 
 
-__all__ = ["cancel_granularity", "message_bytes", "recorded_cores", "require_same_n", "run_cores", "run_scheduler",
+def require_same_executor(first: RunDir, other: RunDir) -> None:
+    """Refuse to pool calibration runs of different executors: a simulated run's times are the model's
+    output, not a measurement of the machine, and pooled with a real run they would count as a second
+    measurement (and narrow the prediction interval's drift).
+
+    Raises:
+        ConfigError: field ``calibration runs``, naming both runs and their executors.
+    """
+    if first.executor != other.executor:
+        raise ConfigError("calibration runs", message=(
+            f"calibration runs: expected runs of one executor (real or simulated, not both: a simulated run "
+            f"is the model's output, not a measurement), got {first.label} ({first.executor}) and "
+            f"{other.label} ({other.executor})"))
+
+
+__all__ = ["cancel_granularity", "message_bytes", "recorded_cores", "require_same_executor", "require_same_n",
+           "run_cores", "run_scheduler",
            "scheme_spec"]

@@ -21,17 +21,25 @@ scheme) traces committed under docs/validation the largest block is at most 1.29
 exceed 1.3 ×: the seed-6 neighbour pass's exponential gc-fr (1.61 ×, iterations 150–189), a gc-fr
 run of the CCE CPU check (1.36 ×) and the 2026-12-02 neighbour pass's exponential cce-fr (1.31 ×).
 Like stalls they stay in the score; the note gives the mean error without them.
+
+Two more notes say what a score cannot see: a target run whose other-process load differed from the
+calibration's by more than :data:`LOAD_NOTE_CORES` cores (:func:`load_change_note`), and one too short
+to judge its p95 (:func:`short_target_note`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from gcsim.compare.estimators import finished_partition_cpu_s
 from gcsim.compare.steady import iteration_ranges
+
+if TYPE_CHECKING:
+    from gcsim.compare.stats import SampleComparison
 
 #: An observed iteration longer than this many times the simulated p99 is called a stall.
 STALL_FACTOR = 3.0
@@ -187,3 +195,45 @@ def slow_stretch_note(label: str, observed: pd.DataFrame, workers: pd.DataFrame,
 
 __all__ = ["MIN_SLOW_BLOCKS", "SLOW_BLOCK_FACTOR", "SLOW_BLOCK_ITERATIONS", "STALL_FACTOR", "SlowStretch",
            "mean_error_without", "slow_stretch", "slow_stretch_note", "stall_note", "stalled_iterations"]
+
+
+#: a target whose other-process load (``meta.json`` ``host_cpu_load.other_cores``) differs from the
+#: calibration runs' by more than this many cores gets a note: the prediction is for the calibration's load
+LOAD_NOTE_CORES = 0.3
+#: fewer scored iterations than this: the note says the run is too short to judge its p95
+SHORT_TARGET_ITERATIONS = 100
+
+
+def _other_cores(run) -> float:
+    load = (getattr(run, "meta", None) or {}).get("host_cpu_load") or {}
+    value = load.get("other_cores")
+    return float(value) if isinstance(value, (int, float)) else float("nan")
+
+
+def load_change_note(label: str, target, sources) -> str | None:
+    """A note when the machine's other load during ``target`` differs from the calibration runs' by more
+    than :data:`LOAD_NOTE_CORES` cores (``meta.json`` ``host_cpu_load.other_cores``: every process but
+    the workers and the master, e.g. a job started in another terminal): a prediction is made for the
+    calibration's load and cannot know the target's; ``--load-from target`` takes the target's measured
+    load instead (a diagnostic, not a prediction). None when the loads agree or are not recorded."""
+    t = _other_cores(target)
+    s = np.array([_other_cores(r) for r in sources], float)
+    s = s[np.isfinite(s)]
+    if not np.isfinite(t) or not s.size or abs(t - float(s.mean())) <= LOAD_NOTE_CORES:
+        return None
+    return (f"{label}: other processes took {t:.2f} cores during this run against {float(s.mean()):.2f} during "
+            f"the calibration run(s) (meta.json host_cpu_load.other_cores): the prediction is for the "
+            f"calibration's load; --load-from target predicts at this run's (a diagnostic, not a prediction)")
+
+
+def short_target_note(label: str, observed: pd.DataFrame, comparison: "SampleComparison") -> str | None:
+    """A note when fewer than :data:`SHORT_TARGET_ITERATIONS` iterations were scored: the p95 of so short
+    a run rests on a handful of iterations (its CI is given), so only the mean is worth judging."""
+    n = len(observed)
+    if n >= SHORT_TARGET_ITERATIONS:
+        return None
+    err = comparison.rel_error.get("p95")
+    ci = (f" (its error's 95 % CI {err.low:+.0%} … {err.high:+.0%})"
+          if err is not None and np.isfinite(err.low) and np.isfinite(err.high) else "")
+    return (f"{label}: only {n} iterations scored after the warm-up: too few to judge the p95{ci}; "
+            f"{2 * SHORT_TARGET_ITERATIONS} or more make it informative")

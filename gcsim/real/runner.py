@@ -171,10 +171,53 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     try:
         yield
     finally:
-        if started:
+        if started and ray_gcs_reachable():
             ray.shutdown()
+        elif started:
+            # the private Ray's daemons are gone (a signal to the process group ended them too): Ray's
+            # shutdown, and Ray's own exit hook, would wait 60 s for them and then abort this process
+            _disarm_ray_exit_hook()
+            global ray_abandoned
+            ray_abandoned = True
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+#: Set when this process's private Ray was found dead at the end of a session and left without
+#: ``ray.shutdown`` (:func:`ray_session`): the process must then end with ``os._exit`` once its output is
+#: flushed (:func:`gcsim.cli.entry`), as the Ray driver's C++ state crashes the interpreter's own exit.
+ray_abandoned = False
+
+
+def ray_gcs_reachable(timeout_s: float = 1.0) -> bool:
+    """Whether this driver's Ray cluster still answers: a TCP connection to its GCS (the cluster's head
+    process) within ``timeout_s`` seconds. False when the GCS is gone — e.g. a SIGTERM sent to the whole
+    process group (``timeout``, a batch scheduler, ``kill -- -PGID``) also ended the private Ray's
+    daemons, which share it — where every further Ray call (``ray.kill``, removing a placement group,
+    ``ray.nodes``, ``ray.shutdown``) waits 60 s for the GCS and then ends the process without a word,
+    leaving the run's status ``running``. True when Ray is not initialised here or gives no address
+    (nothing to protect)."""
+    import ray
+
+    if not ray.is_initialized():
+        return True
+    try:
+        address = ray.get_runtime_context().gcs_address
+        host, _, port = address.rpartition(":")
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        return True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _disarm_ray_exit_hook() -> None:
+    """Remove Ray's own ``atexit`` shutdown (``ray._private.worker``) and drop the driver's connection
+    without it: with the cluster's daemons gone it would wait 60 s and abort the process."""
+    import atexit
+
+    from ray._private import worker as ray_worker
+
+    atexit.unregister(ray_worker.shutdown)
 
 
 @contextmanager
@@ -522,11 +565,13 @@ class RealRun:
                 status = self._stop(e)  # "interrupted", or it raises
             finally:
                 self.bar.close()
-                self.pool.shutdown()
+                alive = ray_gcs_reachable()
+                if alive:  # else the actors ended with the cluster, and every Ray call would hang (60 s)
+                    self.pool.shutdown()
             import ray
 
             self.ray_info = {"address": self.opts.address or "embedded", "cluster_cpus": self.total_cpus,
-                             "nodes": len(ray.nodes()), "worker_cpus": self.worker_cpus,
+                             "nodes": len(ray.nodes()) if alive else None, "worker_cpus": self.worker_cpus,
                              "placement": self.opts.placement, "workers_per_process": self.pool.k,
                              "worker_processes": len(self.pool.processes)}
         return self._conclude(status)

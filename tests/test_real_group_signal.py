@@ -1,0 +1,85 @@
+"""A SIGTERM sent to ``gcsim real``'s whole process group (``timeout``, a batch scheduler, ``kill --
+-PGID``) also ends the private Ray's daemons, which share the group. The run must still stop as after
+Ctrl-C: status ``interrupted`` with its checkpoint, the resume hint, exit 130, promptly — not wait 60 s
+for the dead GCS and end with the status left ``running`` (found by a review as a new user). One Ray
+start: the run's own, in a subprocess of its own process group, which the test signals and, at the
+end, checks is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+pytest.importorskip("ray")
+pytest.importorskip("torch")
+
+from factories import GCSIM, prepared_data, tiny_real_scenario  # noqa: E402
+
+
+def _group_members(pgid: int) -> list[tuple[int, str]]:
+    """Live (non-zombie) processes of process group ``pgid``: ``(pid, command name)``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            text = open(f"/proc/{name}/stat").read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append((int(name), text[text.index("(") + 1:text.rindex(")")]))
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process groups from /proc (Linux)")
+def test_sigterm_to_the_process_group_stops_the_run_cleanly(tmp_path):
+    prepared_data(tmp_path)
+    tiny_real_scenario(tmp_path / "tiny.yaml", n=4, iterations=400, seed=2, schemes=[{"name": "gc-fr", "s": 1}],
+                       stragglers={"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}})
+    out = tmp_path / "run"
+    args = ["real", "--scheme", "gc-fr", "--scenario", str(tmp_path / "tiny.yaml"), "--batch-size", "16",
+            "--checkpoint-every", "1", "--eval-every", "1000", "--data-dir", str(tmp_path / "data"),
+            "--ray-num-cpus", "2", "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(GCSIM + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a shell job or a batch job
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                done = json.loads((out / "status.json").read_text()).get("iterations_done", 0)
+            except (OSError, ValueError):
+                done = 0
+            if done >= 3:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGTERM)  # the group this test started
+        t0 = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=120)
+        took_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert took_s < 45, f"stopping took {took_s:.0f} s (Ray waits 60 s for a dead GCS)"
+    assert "continue with: gcsim real --resume" in stdout
+    status = json.loads((out / "status.json").read_text())
+    assert status["status"] == "interrupted" and status["reason"] == "SIGTERM"
+    assert status["checkpoint_iteration"] == status["iterations_done"] >= 3
+    left = []
+    for _ in range(50):  # the signal reached the whole group: nothing of it may outlive the run
+        left = _group_members(proc.pid)
+        if not left:
+            break
+        time.sleep(0.2)
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert not left, f"processes of the run's group still alive: {left}"
