@@ -188,3 +188,14 @@ def test_a_calibration_too_short_for_the_drift_says_why_there_is_no_prediction_i
            "run(s) uncoded-short" in err
     assert "no prediction interval" in (tmp_path / "o" / "report.md").read_text()
     assert pd.read_csv(tmp_path / "o" / "validation.csv")["err_mean_pi_lo"].isna().all()
+
+
+def test_wall_time_says_why_there_is_no_prediction_interval(root, tmp_path, capsys):
+    # the PI column was "-" without a reason under --cpu-source wall (found by a review)
+    src = simulated_run(tmp_path / "uncoded-w", [{"name": "uncoded"}])
+    rc, out, err = _run(capsys, root / "real" / "gc-fr-20250102T000000Z", "--calibrate-from", src,
+                        "--cpu-source", "wall", "--no-control-variate", "--out", tmp_path / "o", *FAST)
+    assert rc in (0, 1), err
+    assert ("note: no prediction interval with --cpu-source wall: the machine's drift is measured on the "
+            "workers' CPU clocks (--cpu-source measured, the default with --calibrate-from)") in err
+    assert pd.read_csv(tmp_path / "o" / "validation.csv")["err_mean_pi_lo"].isna().all()

@@ -99,6 +99,14 @@ def test_a_predicted_tie_is_not_a_wrong_order():
     both = rank_agreement({"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.4}, {"a": 0.2, "b": 0.1, "c": 0.5, "d": 0.5})
     assert both.verdict() == "ORDER DIFFERS (predicted ties: c = d)"
     assert both.predicted_text() == "b < a < c = d"
+    assert both.observed_text() == "a < b < c < d" and tie.observed_text() == "gc-fr < uncoded-a < uncoded-b"
+
+
+def test_equal_observed_means_are_shown_as_ties():
+    # a simulated run computes schemes of one timing model identically: "<" between them read as an order
+    rk = rank_agreement({"ignore-stragglers": 0.2666, "pgc-fr": 0.2666, "gc-fr": 0.24}, {"ignore-stragglers": 0.27,
+                                                                                        "pgc-fr": 0.27, "gc-fr": 0.25})
+    assert rk.observed_text() == "gc-fr < ignore-stragglers = pgc-fr"
 
 
 def test_ecdf_band_brackets_the_ecdf_and_coverage_detects_a_shift(sample):

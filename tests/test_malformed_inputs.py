@@ -179,6 +179,10 @@ RUN_DIRS = {
     "status running, process gone": (_status({"status": "running", "pid": _dead_pid()}),
                                      r"status\.json: status: expected a finished run, got 'running' \(its process "
                                      r"is gone: dead, or half-written\)$"),
+    "status running, process gone, a checkpoint left": (
+        lambda d: (_status({"status": "running", "pid": _dead_pid()})(d), (d / "checkpoint.pt").write_bytes(b"x")),
+        r"status\.json: status: expected a finished run, got 'running' \(its process is gone: dead, or "
+        r"half-written\); gcsim real --resume .*run continues it from its last checkpoint$"),
     "status not an object": (_status([1, 2]), r"status\.json: expected a JSON object, got list$"),
     "config.yaml alias bomb": (lambda d: (d / "config.yaml").write_text(_bomb()),
                                r"config\.yaml: expected YAML with at most 100000 values with aliases expanded, got more "

@@ -176,6 +176,11 @@ def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
     assert len(run.workers) == ITERS * N and not (run.workers.status == "dead").any()
     assert (run.iterations.start_s.diff().dropna() > 0).all()
     assert run.status["status"] == "finished" and run.status["sessions"] == 3
+    # the run's wall time counts every session (an earlier one up to the checkpoint resumed from): the
+    # last session alone was reported as the run's (found by a review)
+    assert res.sessions == 3 and res.total_wall_s > res.wall_s > 0
+    assert run.meta["wall_s"] == pytest.approx(res.total_wall_s) and run.meta["session_wall_s"] == pytest.approx(res.wall_s)
+    assert run.status["wall_s"] == pytest.approx(res.total_wall_s)
     # host.csv: each iteration once over the three sessions, in order
     assert pd.read_csv(env / "run3" / "host.csv").iteration.tolist() == list(range(ITERS))
 

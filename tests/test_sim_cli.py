@@ -73,6 +73,9 @@ def test_default_out_dir_and_options(tmp_path, monkeypatch, capsys):
     assert run.name.startswith("cli_case-") and run.name.endswith("Z")
     its = pd.read_csv(run / "iterations.csv")
     assert list(dict.fromkeys(its.scheme)) == ["uncoded", "gc-cr"] and its.iteration.max() == 6
+    # stderr is no terminal here: no bar by default (a log file would fill with its frames), --progress asks
+    assert "simulate:" not in capsys.readouterr().err
+    assert main(["simulate", scen, "--iterations", "7", "--out", str(tmp_path / "b"), "--progress"]) == 0
     assert "simulate" in capsys.readouterr().err  # the tqdm bar
 
 

@@ -130,6 +130,12 @@ def test_ctrl_c_in_the_cli_leaves_a_resumable_run_and_says_how(tmp_path, capsys,
     err = capsys.readouterr().err
     assert f"--resume {out}" in err and "2 of 6 points done" in err
     restore()
+    # the same command again (as after a kill): refused, and told how to continue (a review found the
+    # refusal said only "remove the directory or choose another")
+    assert main(["sweep", str(sf), "--executor", "local", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("gcsim: error: --out: expected a new or empty directory")
+    assert err.endswith(f"; continue that sweep with: gcsim sweep {sf} --resume {out}")
     assert main(["sweep", str(sf), "--executor", "local", "--resume", str(out), "--no-progress"]) == 0
     assert "4 computed" in capsys.readouterr().out
     assert len(read_rows(out / "sweep.csv")) == 6

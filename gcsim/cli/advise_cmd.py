@@ -19,7 +19,7 @@ from gcsim.cli.options import IntOption, model_option
 @click.option("--max-s", type=IntOption(lo=0), default=None, help="Largest s tried (default n - 1; with several --n, capped at each n - 1).")
 @model_option("--max-m", model=advise, field="max_m", type=IntOption(lo=1), help="Largest m tried (cce-*).")
 @click.option("--iterations", type=IntOption(lo=10), default=1000, show_default=True,
-              help="Simulated iterations per candidate (all candidates share the same draws).")
+              help="Simulated iterations per candidate (>= 10; all candidates share the same draws).")
 @click.option("--seed", type=IntOption(0, 2**32 - 1), default=None, help="Override the scenario's seed.")
 @click.option("--top", type=IntOption(lo=1), default=None, help="Print only the top rows of each ranking.")
 @click.option("--iterations-to-target", "to_target", default=None, metavar="SCHEME=ITERS[,...]|CSV",

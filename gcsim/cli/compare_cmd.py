@@ -213,7 +213,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
                 click.echo(f"note: {it.label}: no {what} error in expectation: {x.reason}", err=True)
     if result.ranking is not None:
         rk = result.ranking
-        click.echo(f"ranking (fastest first): observed {' < '.join(rk.observed_order)}; predicted "
+        click.echo(f"ranking (fastest first): observed {rk.observed_text()}; predicted "
                    f"{rk.predicted_text()}; Kendall tau "
                    + (f"{rk.tau:+.2f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means all tie)")
                    + ("" if rk.verdict() == "same order" else f"  {rk.verdict()}"))

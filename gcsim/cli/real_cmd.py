@@ -4,6 +4,7 @@ training a CNN on CIFAR-10 (see :mod:`gcsim.real.runner`)."""
 from __future__ import annotations
 
 import shlex
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -67,11 +68,11 @@ def _default(name: str) -> str:
               help="Continue the run in this directory from its checkpoint (with it only --iterations, "
                    "--address, the timeouts, --worker-cpus, --placement and --workers-per-process; other "
                    "options are refused: the run keeps its own).")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, model, eval_every, checkpoint_every,
             seed, policy, data_dir, max_train_samples, address, connect_timeout_s, placement_timeout_s, setup_timeout_s,
             fetch_timeout_s, worker_cpus, placement, workers_per_process, ray_num_cpus, out_dir, resume_dir,
-            no_progress):
+            progress):
     """Train on CIFAR-10 with a Ray parameter server using a gradient-coding scheme and measure
     the iteration time under the scenario's injected stragglers.
 
@@ -90,6 +91,8 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
     cluster = dict(address=address, connect_timeout_s=connect_timeout_s, placement_timeout_s=placement_timeout_s,
                    setup_timeout_s=setup_timeout_s, fetch_timeout_s=fetch_timeout_s, worker_cpus=worker_cpus,
                    placement=placement, workers_per_process=workers_per_process)
+    if progress is None:
+        progress = sys.stderr.isatty()
     if resume_dir is not None:
         fixed = {"--scheme": scheme, "--scenario": scenario_path, "--workers": workers, "--s": s, "--m": m,
                  "--batch-size": batch_size, "--lr": lr, "--model": model, "--eval-every": eval_every,
@@ -111,7 +114,7 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
         if saved == ALLREDUCE:
             raise ConfigError("--resume", "a parameter-server run (an allreduce run cannot be resumed: start a new "
                               "one)", str(resume_dir))
-        result = resume_real(resume_dir, iterations=iterations, progress=not no_progress, overrides=cluster)
+        result = resume_real(resume_dir, iterations=iterations, progress=progress, overrides=cluster)
     else:
         if scheme is None:
             raise ConfigError("--scheme", "a scheme name (see `gcsim schemes`)", None)
@@ -132,10 +135,14 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
             if e.field == "scenario" and scenario_path is not None:  # the file given with --scenario
                 raise ConfigError("--scenario", e.allowed, e.given) from None
             raise
-        result = (run_allreduce if allreduce else run_real)(spec, out_dir, progress=not no_progress)
+        result = (run_allreduce if allreduce else run_real)(spec, out_dir, progress=progress)
     sm = result.summary
     click.echo(f"run directory: {result.run_dir}")
-    click.echo(f"status: {result.status}, iterations: {result.iterations_done}, wall: {result.wall_s:.1f} s")
+    sessions = getattr(result, "sessions", 1)
+    total = (f"; {result.total_wall_s:.1f} s over its {sessions} sessions" if sessions > 1 and result.total_wall_s
+             else "")
+    click.echo(f"status: {result.status}, iterations: {result.iterations_done}, wall: {result.wall_s:.1f} s"
+               f"{' this session' if total else ''}{total}")
     if sm:
         click.echo(f"iteration time (s): mean {sm['mean_s']:.4f}  p50 {sm['p50_s']:.4f}  p95 {sm['p95_s']:.4f}  "
                    f"p99 {sm['p99_s']:.4f}")

@@ -122,7 +122,7 @@ def terminate_as_exit(status: int = 128 + signal.SIGTERM):
                    "deviation as a fraction (0.075 = 7.5 %): each scheme's mean gets a 95 % range (two more "
                    "simulations). Default: the scenario's workload.speed_drift (gcsim calibrate writes it); "
                    "0: no range.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_drift, progress):
     """Simulate SCENARIO (YAML) and report the iteration-time distribution of every scheme.
 
@@ -138,6 +138,8 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
 
     from gcsim.errors import ConfigError
 
+    if progress is None:
+        progress = sys.stderr.isatty()
     sc = load_scenario(scenario)
     wanted = schemes.split(",") if schemes is not None else None
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -36,7 +37,7 @@ from gcsim.sweep.run import AUTO_TASKS_PER_CPU, EXECUTORS, MAX_AUTO_CHUNK, run_s
 @click.option("--point", "point", type=IntOption(lo=0), default=None,
               help="Print point K's scenario as YAML (the schemes it accepts) and exit: `gcsim simulate` of it "
                    "gives the sweep's numbers for that point. Creates nothing.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 @click.pass_context
 def command(ctx, sweep, out_dir, resume, executor, address, connect_timeout, num_cpus, chunk_size, point,
             progress):
@@ -54,6 +55,8 @@ def command(ctx, sweep, out_dir, resume, executor, address, connect_timeout, num
     from gcsim.sweep.config import load_sweep
     from gcsim.sweep.run import resolve_executor
 
+    if progress is None:
+        progress = sys.stderr.isatty()
     plan = load_sweep(sweep)
     if point is not None:
         from gcsim.sweep.run import point_scenario
@@ -61,7 +64,17 @@ def command(ctx, sweep, out_dir, resume, executor, address, connect_timeout, num
         return
     executor = resolve_executor(executor, address)
     if out_dir is not None and resume is None:
-        check_out_dir(out_dir)
+        from gcsim.errors import ConfigError
+        from gcsim.sweep.run import POINTS_LOG
+
+        try:
+            check_out_dir(out_dir)
+        except ConfigError as e:
+            if not (Path(out_dir) / POINTS_LOG).is_file():
+                raise
+            # a sweep's own directory (interrupted, killed or finished): say how to continue it
+            raise ConfigError(e.field, message=f"{e}; continue that sweep with: gcsim sweep {sweep} "
+                                               f"--resume {out_dir}") from None
     if resume is not None:
         from gcsim.sweep.run import check_same_sweep
         check_same_sweep(Path(resume), plan)  # before anything is printed: a refusal is one line

@@ -326,11 +326,14 @@ class CompareResult:
         runs carry no CPU clocks or are too short to measure the machine's drift (fewer than
         :data:`gcsim.compare.estimators.DRIFT_MIN_BLOCKS` blocks of
         :data:`gcsim.compare.estimators.DRIFT_BLOCK_ITERATIONS` iterations after the warm-up) or carry no
-        CPU clocks."""
+        CPU clocks; or the prediction uses wall time (``--cpu-source wall``), which has no drift measure."""
         opt = self.options
         asked = (opt.cpu_source == "measured" and opt.mode == "scenario" and opt.speed_drift == "auto"
                  and opt.speed_from != "target")
         preds = [it for it in self.items if it.calibration.source and it.run.label not in it.calibration.source]
+        if preds and opt.cpu_source == "wall" and opt.mode == "scenario":
+            return ["no prediction interval with --cpu-source wall: the machine's drift is measured on the "
+                    "workers' CPU clocks (--cpu-source measured, the default with --calibrate-from)"]
         if not asked or not preds or not all(np.isnan(it.speed_cv) for it in preds):
             return []
         return [f"no prediction interval: the machine's speed drift could not be measured on the calibration "

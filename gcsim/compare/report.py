@@ -159,7 +159,7 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
     if rk is None:
         lines += ["One scheme only: no ranking to check.", ""]
     else:
-        lines += [f"- observed:  {' < '.join(rk.observed_order)}",
+        lines += [f"- observed:  {rk.observed_text()}",
                   f"- predicted: {rk.predicted_text()}",
                   "- Kendall tau = "
                   + (f"{rk.tau:+.3f}" if np.isfinite(rk.tau) else "undefined (the observed or the predicted means all tie)")

@@ -129,8 +129,11 @@ def _read_status(run_dir: Path) -> dict | None:
     status = read_status(run_dir)
     if status is not None and status["status"] == RunStatus.RUNNING:
         alive = effective_status(status) is RunStatus.RUNNING
+        hint = ""
+        if not alive and (run_dir / "checkpoint.pt").is_file():
+            hint = f"; gcsim real --resume {run_dir} continues it from its last checkpoint"
         raise RunDirError(f"{run_dir / 'status.json'}: status: expected a finished run, got 'running' "
-                          f"({'still running' if alive else 'its process is gone: dead, or half-written'})")
+                          f"({'still running' if alive else 'its process is gone: dead, or half-written'}){hint}")
     return status
 
 

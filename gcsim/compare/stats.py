@@ -319,6 +319,7 @@ class RankAgreement:
     discordant: list[tuple[str, str]] = field(default_factory=list)
     predicted_ties: list[tuple[str, str]] = field(default_factory=list)
     predicted_means: dict[str, float] = field(default_factory=dict)
+    observed_means: dict[str, float] = field(default_factory=dict)
 
     def verdict(self) -> str:
         """``"same order"``, ``"same order but for predicted ties: a = b"``, ``"ORDER DIFFERS"`` or
@@ -327,6 +328,18 @@ class RankAgreement:
         if not self.same_order:
             return "ORDER DIFFERS" + (f" (predicted ties: {ties})" if ties else "")
         return f"same order but for predicted ties: {ties}" if ties else "same order"
+
+    def observed_text(self) -> str:
+        """``observed_order`` fastest first, ``" < "`` between schemes, ``" = "`` between exactly equal
+        observed means (e.g. schemes a simulated run computed identically)."""
+        order = self.observed_order
+        if not order:
+            return ""
+        out = order[0]
+        for a, b in zip(order, order[1:]):
+            tied = self.observed_means and self.observed_means.get(a) == self.observed_means.get(b)
+            out += (" = " if tied else " < ") + b
+        return out
 
     def predicted_text(self) -> str:
         """``predicted_order`` fastest first, ``" < "`` between schemes, ``" = "`` between exactly tied ones."""
@@ -364,7 +377,8 @@ def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping
     ties = [(a, b) for i, a in enumerate(obs_order) for b in obs_order[i + 1:]
             if observed_means[a] != observed_means[b] and predicted_means[a] == predicted_means[b]]
     return RankAgreement(float(res.statistic), float(res.pvalue), obs_order, pred_order, not discordant,
-                         discordant, ties, {k: float(v) for k, v in predicted_means.items()})
+                         discordant, ties, {k: float(v) for k, v in predicted_means.items()},
+                         {k: float(v) for k, v in observed_means.items()})
 
 
 def drop_warmup(iterations: pd.DataFrame, warmup: int, *, min_left: int = 2) -> pd.DataFrame:

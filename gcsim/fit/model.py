@@ -116,11 +116,49 @@ def fit_trace(trace: Trace, *, families=FAMILIES, slow_threshold: float = 1.5, n
         rows, cols = np.nonzero(regime.slow)
         slowdown = max(1.0, float(np.median((x[rows, cols] - med_d) / base[cols])))
     c = float(base.min()) / load
+    notes = list(trace.notes)
+    poor = poor_fit_note(fits[0], positive)
+    if poor is not None:
+        notes.append(poor)
     res = FitResult(trace=trace, load=load, base=base, compute_s=c, worker_scale=base / base.min(), regime=regime,
                     slowdown=slowdown, delays=excess, zero_fraction=zero_fraction, atom=atom, fits=fits,
-                    delay_spec=spec, notes=list(trace.notes))
+                    delay_spec=spec, notes=notes)
     res.scenario_text = scenario_yaml(res, name)
     return res
+
+
+#: the best family "fits poorly" below this KS p-value ...
+POOR_FIT_KS_P = 1e-3
+#: ... or when its 99.9th percentile is more than this many times the largest delay measured
+POOR_FIT_TAIL_RATIO = 3.0
+
+
+def poor_fit_note(best: FamilyFit, delays: np.ndarray) -> str | None:
+    """A note when even the best family (lowest AIC) does not describe the delays: a KS p-value below
+    :data:`POOR_FIT_KS_P`, or a 99.9th percentile beyond :data:`POOR_FIT_TAIL_RATIO` × the largest delay
+    measured (a tail the data never showed, which a simulation then draws: e.g. a wide lognormal
+    component fitted to delays that are a fixed 1 s with probability 0.1). None when the fit holds.
+
+    Args:
+        best: the chosen fit. delays: ``(N,)`` the positive delays it was fitted to, seconds.
+    """
+    from gcsim.fit.families import frozen
+
+    p999 = float(frozen(best).ppf(0.999))
+    largest = float(np.max(delays))
+    bad_ks, bad_tail = best.ks_p < POOR_FIT_KS_P, p999 > POOR_FIT_TAIL_RATIO * largest
+    if not (bad_ks or bad_tail):
+        return None
+    why = []
+    if bad_ks:
+        why.append(f"KS D = {best.ks_d:.3f}, p = {best.ks_p:.1e}")
+    if bad_tail:
+        why.append(f"its 99.9th percentile, {p999:.3g} s, is {p999 / largest:.0f} x the largest delay measured "
+                   f"({largest:.3g} s)")
+    return (f"no candidate family describes these delays well: the best, {best.family}, fits poorly ("
+            + "; ".join(why) + "). Look at qq.png before trusting the simulated tail; a scenario with "
+            "stragglers.replay (the trace's own delays) or a hand-written delay spec (e.g. {dist: bimodal, p, "
+            "delay} for fixed injected delays) may describe it better")
 
 
 def _flow(data) -> str:

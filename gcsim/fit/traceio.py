@@ -244,6 +244,11 @@ def _to_grid(df: pd.DataFrame, path: Path, names: list[str], min_iterations: int
         notes.append(f"{dropped} iteration(s) at the ends where not every worker has a row were dropped "
                      f"(kept {names[1]} {its[lo]:g} to {its[hi]:g}).")
     kept = its[lo:hi + 1]
+    steps = np.unique(np.diff(kept))
+    if len(steps) == 1 and steps[0] > 1:  # sampled every k-th iteration (a trace of held or smoothed values)
+        notes.append(f"column {names[1]!r} steps by {steps[0]:g}: if it counts iterations, the rows are every "
+                     f"{steps[0]:g}th one, fitted here as consecutive iterations (the slow regime's p_enter / "
+                     f"p_leave are then per row, not per iteration).")
     if len(kept) < min_iterations:
         raise RunDirError(f"{path}:{int(df['line'].max())}: column {names[1]!r}: expected at least {min_iterations} "
                           f"iterations at which every worker has a row, got {len(kept)}")

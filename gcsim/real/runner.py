@@ -94,6 +94,9 @@ class RealRunResult:
         summary: the summary.csv row (dict; empty if no iteration completed).
         test_accuracy: last measured test accuracy (fraction 0..1; NaN if never evaluated).
         wall_s: wall-clock seconds of this session (including Ray start and evaluation).
+        total_wall_s: the same over every session of the run (an earlier one counted up to the
+            checkpoint this one resumed from); equals ``wall_s`` for a run of one session.
+        sessions: how many sessions the run has had (1 + resumes).
     """
 
     run_dir: Path
@@ -102,6 +105,8 @@ class RealRunResult:
     summary: dict = field(default_factory=dict)
     test_accuracy: float = float("nan")
     wall_s: float = 0.0
+    total_wall_s: float = 0.0
+    sessions: int = 1
 
 
 @contextmanager
@@ -526,6 +531,8 @@ class RealRun:
         self.wall0 = time.monotonic()
         self.start_it = int(checkpoint["next_iteration"]) if checkpoint else 0
         self.sessions = int(checkpoint.get("sessions", 1)) + 1 if checkpoint else 1
+        # earlier sessions' wall time, up to the checkpoint resumed from (0 in checkpoints before this field)
+        self.prior_wall_s = float(checkpoint.get("wall_s", 0.0)) if checkpoint else 0.0
         self.status_common = {"scheme": spec.scheme, "iterations_total": spec.iterations, "sessions": self.sessions,
                               "session_started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         self.loss_window: list[float] = list(checkpoint.get("loss_window", [])) if checkpoint else []
@@ -753,7 +760,7 @@ class RealRun:
             "optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
             "time_offset_s": float(self.ps.clock()), "loss_window": list(self.loss_window),
             "sessions": self.sessions, "scheme": self.spec.scheme, "dead_workers": self.dead_workers(),
-            "run": run_record(self.spec.scenario),
+            "run": run_record(self.spec.scenario), "wall_s": self.prior_wall_s + time.monotonic() - self.wall0,
         })
 
     def write_traces(self, *, with_summary: bool) -> None:
@@ -812,6 +819,7 @@ class RealRun:
 
         run, spec, ps, done = self.run, self.spec, self.ps, self.done
         wall_s = time.monotonic() - self.wall0
+        total_wall_s = self.prior_wall_s + wall_s
         it_df = ps.iterations_frame()
         summary = summarize(it_df, {ps.label: self.scheme.describe()}).iloc[0].to_dict() if len(it_df) else {}
         if status == "interrupted":
@@ -819,16 +827,17 @@ class RealRun:
                              dead_workers=self.dead_workers(), **ps.refusal_status(),
                              checkpoint_iteration=int(run.load_checkpoint()["next_iteration"])
                              if run.checkpoint_path.is_file() else None, **self.status_common)
-            return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s)
-        run.write_status("finished", iterations_done=done, wall_s=wall_s, dead_workers=self.dead_workers(),
+            return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s, total_wall_s, self.sessions)
+        run.write_status("finished", iterations_done=done, wall_s=total_wall_s, dead_workers=self.dead_workers(),
                          **ps.refusal_status(), **self.status_common)
         n, local = spec.n_workers, self.local
         write_meta(run.path, "real", scheme=spec.scheme, n=n, s=spec.s, m=spec.m, policy=spec.policy,
-                   model=self.opts.model, iterations=done, test_accuracy=self.test_acc, wall_s=wall_s,
+                   model=self.opts.model, iterations=done, test_accuracy=self.test_acc, wall_s=total_wall_s,
+                   session_wall_s=wall_s,
                    sessions=self.sessions, host=socket.gethostname(), host_cpus=os.cpu_count(),
                    usable_cpus=usable_cpus(), cpu_model=cpu_model_name(), host_cpu_load=self.cpu_load,
                    cpu_probe=self.cpu_probe, ray=self.ray_info, worker_niceness=self.niceness,
                    dead_workers=self.dead_workers(),
                    other_cpu_scope=("host" if len(local) == n else
                                     f"master's host only ({len(local)} of {n} workers on it)"))
-        return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s)
+        return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s, total_wall_s, self.sessions)
