@@ -11,8 +11,9 @@ study``, ``gcsim data prepare``) goes through this module:
   expensive work and claims it with a marker file opened ``O_CREAT | O_EXCL`` (:data:`CLAIM_NAME`)
   and ``flock``-ed for the run's life (:func:`take_claim`), so of two runs given the same ``--out``
   exactly one wins and the other gets a one-line :class:`~gcsim.errors.ConfigError`; a marker whose
-  run was killed is taken over under its lock, by one process only. An existing ``--out`` is accepted only when it is an empty
-  directory (e.g. the working directory); a run is never merged into a directory holding files.
+  run was killed is taken over under its lock, by one process only. An existing ``--out`` is accepted
+  only when it is an empty directory (e.g. the working directory); a run is never merged into a
+  directory holding files.
   :func:`check_out_dir` does the same checks without creating anything.
 * **Cleanup** – :meth:`NewRunDir.discard` removes what the run wrote (and the directory, when the run
   created it): a run that fails before it has anything worth keeping leaves nothing behind.

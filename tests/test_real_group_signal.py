@@ -1,9 +1,9 @@
 """A SIGTERM sent to ``gcsim real``'s whole process group (``timeout``, a batch scheduler, ``kill --
 -PGID``) also ends the private Ray's daemons, which share the group. The run must still stop as after
 Ctrl-C: status ``interrupted`` with its checkpoint, the resume hint, exit 130, promptly — not wait 60 s
-for the dead GCS and end with the status left ``running`` (found by a review as a new user). One Ray
-start: the run's own, in a subprocess of its own process group, which the test signals and, at the
-end, checks is gone.
+for the dead GCS and end with the status left ``running`` (found by a review as a new user). And a
+``kill -9`` of the run must not leave Ray's processes running (the watcher of gcsim/real/reaper.py).
+Two Ray starts, one per test: each run's own private Ray, in a subprocess of its own process group.
 """
 
 from __future__ import annotations
@@ -83,3 +83,81 @@ def test_sigterm_to_the_process_group_stops_the_run_cleanly(tmp_path):
     if left:
         os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"processes of the run's group still alive: {left}"
+
+
+def _ray_descendants(root: int) -> dict[int, str]:
+    """Descendants of ``root`` whose command line names Ray (``ray::`` actors and agents, raylet, GCS):
+    pid -> start time in ticks."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                text = open(f"/proc/{name}/stat").read()
+            except OSError:
+                continue
+            children.setdefault(int(text[text.rindex(")") + 2:].split()[1]), []).append(int(name))
+    out, todo = {}, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            text = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        if b"ray::" in cmd or b"raylet" in cmd or b"gcs_server" in cmd:
+            out[pid] = text[text.rindex(")") + 2:].split()[19]
+    return out
+
+
+def _alive(pid: int, ticks: str) -> bool:
+    try:
+        text = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[19] == ticks and fields[0] != "Z"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads processes from /proc (Linux)")
+def test_a_killed_run_leaves_no_ray_process_behind(tmp_path):
+    # kill -9 of gcsim real: the GCS and raylet die with it, but the agents the raylet started were left
+    # running for good (~170 MB each; found by a review); the watcher (gcsim/real/reaper.py) ends them
+    prepared_data(tmp_path)
+    tiny_real_scenario(tmp_path / "tiny.yaml", n=4, iterations=400, seed=2, schemes=[{"name": "gc-fr", "s": 1}],
+                       stragglers={"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}})
+    out = tmp_path / "run"
+    args = ["real", "--scheme", "gc-fr", "--scenario", str(tmp_path / "tiny.yaml"), "--batch-size", "16",
+            "--eval-every", "1000", "--data-dir", str(tmp_path / "data"), "--ray-num-cpus", "2", "--out", str(out),
+            "--no-progress"]
+    proc = subprocess.Popen(GCSIM + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ray_procs: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                done = json.loads((out / "status.json").read_text()).get("iterations_done", 0)
+            except (OSError, ValueError):
+                done = 0
+            if done >= 3:
+                break
+            assert proc.poll() is None
+            time.sleep(0.2)
+        ray_procs = _ray_descendants(proc.pid)
+        assert any(True for _ in ray_procs) and len(ray_procs) >= 3  # GCS, raylet, agents, workers
+        proc.kill()  # SIGKILL, the process this test started
+        proc.wait(30)
+        left = ray_procs
+        for _ in range(100):
+            left = {p: t for p, t in ray_procs.items() if _alive(p, t)}
+            if not left:
+                break
+            time.sleep(0.2)
+        assert not left, f"Ray processes of the killed run still alive after 20 s: {sorted(left)}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for pid, ticks in ray_procs.items():  # whatever this test's run left, by PID (and start time)
+            if _alive(pid, ticks):
+                os.kill(pid, signal.SIGKILL)

@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from gcsim.errors import ConfigError, GcsimError, RunDirError, RunFailedError
+from gcsim.real.reaper import start_ray_reaper, stop_ray_reaper
 from gcsim.real.config import RealConfig, RealRunSpec, run_facts, split_legacy_keys, validate_real_config
 from gcsim.real.master import (ParameterServer, RunInterrupted, WorkerPool, fit_worker_cpus,
                                resolve_workers_per_process)
@@ -116,7 +117,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     one, start a **private** local Ray (``address="local"``: never the cluster named by
     ``RAY_ADDRESS`` or a stale ``/tmp/ray/ray_current_cluster``), bound to 127.0.0.1, with its own
     temporary directory and ``num_cpus`` logical CPUs (None: Ray's default, the machine's CPUs); shut
-    down (and remove the temporary directory) only what was started here. A real run passes
+    down (and remove the temporary directory) only what was started here; a watcher ends what is left of a
+    private Ray if this process is killed (:mod:`gcsim.real.reaper`). A real run passes
     :meth:`gcsim.real.config.RealRunSpec.ray_kwargs`.
 
     Args:
@@ -173,6 +175,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
                     f"({type(e).__name__}: {first[:200]})")) from None
             raise RunFailedError(f"ray: could not start a private local Ray ({type(e).__name__}: {first})") from None
         started = True
+    # a private Ray: a watcher ends what is left of it if this process is killed (gcsim/real/reaper.py)
+    reaper = start_ray_reaper(temp_dir) if started and temp_dir is not None else None
     try:
         yield
     finally:
@@ -184,6 +188,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
             _disarm_ray_exit_hook()
             global ray_abandoned
             ray_abandoned = True
+        stop_ray_reaper(reaper)
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
