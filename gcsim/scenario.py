@@ -122,15 +122,18 @@ class SpeedDrift(_Model):
     between runs minutes apart (docs/validation/README.md, findings 15–16 and 25), so a prediction made
     from one run carries that much uncertainty besides the simulation's own.
 
-    ``sd``: the standard deviation (0.06 = 6 %); ``dof``: degrees of freedom of its estimate (Student's
-    t quantile for the 95 % range; None = known, the normal quantile 1.96). ``gcsim calibrate`` writes
+    ``sd``: the standard deviation (0.06 = 6 %; 0: no drift, the range is the simulation's sampling error
+    alone); ``dof``: degrees of freedom of its estimate, at least 1 (Student's t quantile for the 95 %
+    range; None = known, the normal quantile 1.96). The range is for the expected (long-run) mean: one
+    run of a few hundred iterations adds its own straggler luck on top, and the model's own error
+    (1–3 % on our VM, docs/validation/README.md) is not in it. ``gcsim calibrate`` writes
     both, measured on the calibration run(s) (:func:`gcsim.compare.pipeline.calibration_speed_cv`,
     :func:`~gcsim.compare.pipeline.calibration_speed_dof`). ``gcsim simulate`` simulates every scheme
     twice more with ``compute`` scaled by ``1 - sd`` and ``1 + sd`` (the same seed: common random
     numbers) and reports ``mean ± hypot(t·(mean₊ − mean₋)/2, 1.96·se)`` (:mod:`gcsim.sim.drift`)."""
 
     sd: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
-    dof: Optional[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = None
+    dof: Optional[Annotated[float, Field(ge=1, allow_inf_nan=False)]] = None
 
 
 class SpeedVariation(_Model):

@@ -1,7 +1,9 @@
 """A SIGTERM sent to ``gcsim real``'s whole process group (``timeout``, a batch scheduler, ``kill --
--PGID``) also ends the private Ray's daemons, which share the group. The run must still stop as after
-Ctrl-C: status ``interrupted`` with its checkpoint, the resume hint, exit 130, promptly — not wait 60 s
-for the dead GCS and end with the status left ``running`` (found by a review as a new user). And a
+-PGID``) ended the private Ray's daemons too, which shared the group; the run then waited 60 s for the
+dead GCS, or the Ray driver exited on its next call to the dead raylet, with the status left ``running``
+(found by a review as a new user). Ray's daemons now lead process groups of their own, and the run
+stops as after Ctrl-C: status ``interrupted`` with its checkpoint, the resume hint, exit 130, promptly,
+and no Ray process left. And a
 ``kill -9`` of the run must not leave Ray's processes running (the watcher of gcsim/real/reaper.py).
 Two Ray starts, one per test: each run's own private Ray, in a subprocess of its own process group.
 """
@@ -38,53 +40,6 @@ def _group_members(pgid: int) -> list[tuple[int, str]]:
     return out
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process groups from /proc (Linux)")
-def test_sigterm_to_the_process_group_stops_the_run_cleanly(tmp_path):
-    prepared_data(tmp_path)
-    tiny_real_scenario(tmp_path / "tiny.yaml", n=4, iterations=400, seed=2, schemes=[{"name": "gc-fr", "s": 1}],
-                       stragglers={"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}})
-    out = tmp_path / "run"
-    args = ["real", "--scheme", "gc-fr", "--scenario", str(tmp_path / "tiny.yaml"), "--batch-size", "16",
-            "--checkpoint-every", "1", "--eval-every", "1000", "--data-dir", str(tmp_path / "data"),
-            "--ray-num-cpus", "2", "--out", str(out), "--no-progress"]
-    proc = subprocess.Popen(GCSIM + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own process group, as a shell job or a batch job
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                done = json.loads((out / "status.json").read_text()).get("iterations_done", 0)
-            except (OSError, ValueError):
-                done = 0
-            if done >= 3:
-                break
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGTERM)  # the group this test started
-        t0 = time.monotonic()
-        stdout, stderr = proc.communicate(timeout=120)
-        took_s = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 130, stderr
-    assert took_s < 45, f"stopping took {took_s:.0f} s (Ray waits 60 s for a dead GCS)"
-    assert "continue with: gcsim real --resume" in stdout
-    status = json.loads((out / "status.json").read_text())
-    assert status["status"] == "interrupted" and status["reason"] == "SIGTERM"
-    assert status["checkpoint_iteration"] == status["iterations_done"] >= 3
-    left = []
-    for _ in range(50):  # the signal reached the whole group: nothing of it may outlive the run
-        left = _group_members(proc.pid)
-        if not left:
-            break
-        time.sleep(0.2)
-    if left:
-        os.killpg(proc.pid, signal.SIGKILL)
-    assert not left, f"processes of the run's group still alive: {left}"
-
-
 def _ray_descendants(root: int) -> dict[int, str]:
     """Descendants of ``root`` whose command line names Ray (``ray::`` actors and agents, raylet, GCS):
     pid -> start time in ticks."""
@@ -117,6 +72,62 @@ def _alive(pid: int, ticks: str) -> bool:
         return False
     fields = text[text.rindex(")") + 2:].split()
     return fields[19] == ticks and fields[0] != "Z"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process groups from /proc (Linux)")
+def test_sigterm_to_the_process_group_stops_the_run_cleanly(tmp_path):
+    prepared_data(tmp_path)
+    tiny_real_scenario(tmp_path / "tiny.yaml", n=4, iterations=400, seed=2, schemes=[{"name": "gc-fr", "s": 1}],
+                       stragglers={"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}})
+    out = tmp_path / "run"
+    args = ["real", "--scheme", "gc-fr", "--scenario", str(tmp_path / "tiny.yaml"), "--batch-size", "16",
+            "--checkpoint-every", "1", "--eval-every", "1000", "--data-dir", str(tmp_path / "data"),
+            "--ray-num-cpus", "2", "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(GCSIM + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a shell job or a batch job
+    ray_procs: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                done = json.loads((out / "status.json").read_text()).get("iterations_done", 0)
+            except (OSError, ValueError):
+                done = 0
+            if done >= 3:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        ray_procs = _ray_descendants(proc.pid)
+        assert len(ray_procs) >= 3  # GCS, raylet, agents, workers
+        # Ray's daemons lead process groups of their own (same session): the group signal is gcsim's alone
+        assert not [p for p, _ in _group_members(proc.pid) if p in ray_procs]
+        os.killpg(proc.pid, signal.SIGTERM)  # the group this test started
+        t0 = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=120)
+        took_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert took_s < 45, f"stopping took {took_s:.0f} s (Ray waits 60 s for a dead GCS)"
+    assert "continue with: gcsim real --resume" in stdout
+    status = json.loads((out / "status.json").read_text())
+    assert status["status"] == "interrupted" and status["reason"] == "SIGTERM"
+    assert status["checkpoint_iteration"] == status["iterations_done"] >= 3
+    left, ray_left = [], {}
+    for _ in range(50):  # nothing of the run's group, nor any Ray process it started, may outlive it
+        left = _group_members(proc.pid)
+        ray_left = {p: t for p, t in ray_procs.items() if _alive(p, t)}
+        if not left and not ray_left:
+            break
+        time.sleep(0.2)
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    for pid, ticks in ray_left.items():  # by PID and start time: only what this test's run started
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes of the run's group still alive: {left}"
+    assert not ray_left, f"Ray processes of the run still alive: {sorted(ray_left)}"
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads processes from /proc (Linux)")

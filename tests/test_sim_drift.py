@@ -105,14 +105,31 @@ def test_simulate_writes_the_range_and_refuses_a_bad_drift(tmp_path, capsys):
     out = capsys.readouterr().out
     r = pd.read_csv(tmp_path / "b" / "prediction_range.csv").iloc[0]
     assert r.mean_hi_s - r.mean_lo_s == pytest.approx(2 * 1.959963984540054 * 0.2 * 0.1, rel=1e-7)  # CSV: 10 digits
-    assert f"{r.mean_lo_s:.4f}-{r.mean_hi_s:.4f}" in out and "drifting by 20.0% (one SD; --speed-drift)" in out
+    assert f"{r.mean_lo_s:.4f}-{r.mean_hi_s:.4f}" in out and "drifting by 20 % (one SD; --speed-drift)" in out
+    assert "Not in it: one run's own straggler luck" in out  # what the range leaves out is said
     assert main(["simulate", str(path), "--out", str(tmp_path / "c"), "--speed-drift", "1"]) == 2
-    assert capsys.readouterr().err.strip() == "gcsim: error: --speed-drift: expected a number in [0, 1), got '1'"
+    assert capsys.readouterr().err.strip() == "gcsim: error: --speed-drift: expected none or a number in [0, 1), got '1'"
     assert not (tmp_path / "c").exists()
-    data["workload"]["speed_drift"] = {"sd": -0.1}
+    for bad, field in (({"sd": -0.1}, "workload.speed_drift.sd"), ({"sd": 0.05, "dof": 0.001}, "workload.speed_drift.dof")):
+        data["workload"]["speed_drift"] = bad
+        path.write_text(yaml.safe_dump(data))
+        assert main(["simulate", str(path), "--out", str(tmp_path / "d")]) == 2
+        assert field in capsys.readouterr().err
+    # 0 in the file or on the line: the sampling error alone; none: no range
+    data["workload"]["speed_drift"] = {"sd": 0.05}
     path.write_text(yaml.safe_dump(data))
-    assert main(["simulate", str(path), "--out", str(tmp_path / "d")]) == 2
-    assert "workload.speed_drift.sd" in capsys.readouterr().err
+    assert main(["simulate", str(path), "--out", str(tmp_path / "e"), "--speed-drift", "none"]) == 0
+    assert not (tmp_path / "e" / "prediction_range.csv").exists()
+    assert main(["simulate", str(path), "--out", str(tmp_path / "f"), "--speed-drift", "0"]) == 0
+    r = pd.read_csv(tmp_path / "f" / "prediction_range.csv").iloc[0]
+    assert r.speed_drift_sd == 0 and r.mean_lo_s == pytest.approx(r.mean_s) == pytest.approx(r.mean_hi_s)
+
+
+def test_the_lower_end_is_never_below_zero():
+    sc = _scenario(speed_drift={"sd": 0.9, "dof": 1})  # t(1): a half-width far beyond the mean
+    its = simulate_with(sc, "vector", trace="iterations").iterations
+    r = mean_ranges(sc, its, lambda s: simulate_with(s, "vector", trace="iterations").iterations)
+    assert (r["mean_lo_s"] == 0.0).all() and (r["mean_hi_s"] > 2 * r["mean_s"]).all()
 
 
 def test_calibrate_writes_the_drift_it_measured(tmp_path, capsys):
@@ -123,3 +140,14 @@ def test_calibrate_writes_the_drift_it_measured(tmp_path, capsys):
     assert written["sd"] == pytest.approx(calibration_speed_cv([run], 10), abs=1e-6)
     assert written["dof"] == calibration_speed_dof([run], 10)
     assert "workload.speed_drift: sd" in out.read_text()
+
+
+def test_a_simulated_run_writes_no_machine_drift(tmp_path):
+    # a simulated run measures no machine: its "drift" (every scheme counted as a run, 891 degrees of
+    # freedom) was written as if measured (found by a review)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({
+        "name": "s", "n_workers": 4, "iterations": 200, "seed": 1, "schemes": [{"name": "uncoded"}, {"name": "gc-fr", "s": 1}],
+        "workload": {"gradient_bytes": 1000, "cores": 2, "compute": {"dist": "expon", "scale": 0.03}}}))
+    assert main(["simulate", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert main(["calibrate", str(tmp_path / "run"), "--out", str(tmp_path / "c.yaml")]) == 0
+    assert "speed_drift" not in yaml.safe_load((tmp_path / "c.yaml").read_text())["workload"]

@@ -99,7 +99,8 @@ def test_the_note_gives_the_mean_error_with_and_without_the_slow_iterations():
 
 from types import SimpleNamespace  # noqa: E402
 
-from gcsim.compare.stalls import LOAD_NOTE_CORES, SHORT_TARGET_ITERATIONS, load_change_note, short_target_note  # noqa: E402
+from gcsim.compare.stalls import (LOAD_NOTE_CORES, SHORT_TARGET_ITERATIONS, load_change_note, pooled_load_note,  # noqa: E402
+                                  short_target_note)
 from gcsim.compare.stats import compare_samples  # noqa: E402
 
 
@@ -125,3 +126,14 @@ def test_a_short_target_says_its_p95_cannot_be_judged():
     assert note == (f"gc-fr: only {SHORT_TARGET_ITERATIONS - 1} iterations scored after the warm-up: too few to judge "
                     f"the p95 (its error's 95 % CI {p95.low:+.0%} … {p95.high:+.0%}); 200 or more make it informative")
     assert short_target_note("gc-fr", pd.concat([obs, obs.iloc[:1]]), cmp) is None
+
+
+def test_pooled_calibration_runs_under_different_loads_are_named():
+    a, b = _with_load(0.19), _with_load(1.18)
+    a.label, b.label = "uncoded-a", "uncoded-noisy"
+    assert pooled_load_note([a, b]) == (
+        "calibration runs uncoded-a (0.19 cores), uncoded-noisy (1.18 cores) ran under other-process loads that "
+        "differ (meta.json host_cpu_load.other_cores): pooled, the calibration describes their mix, which neither "
+        "run had; calibrate on runs made under one load")
+    b.meta["host_cpu_load"]["other_cores"] = 0.19 + LOAD_NOTE_CORES
+    assert pooled_load_note([a, b]) is None and pooled_load_note([a]) is None

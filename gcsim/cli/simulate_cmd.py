@@ -38,6 +38,21 @@ def format_table(summary, ranges=None) -> str:
     return df.to_string(index=False)
 
 
+class _SpeedDrift(FloatOption):
+    """``--speed-drift``: ``none`` or a fraction in [0, 1)."""
+
+    def __init__(self):
+        super().__init__(0.0, 1.0, hi_open=True)
+
+    def _allowed(self) -> str:
+        return "none or a number in [0, 1)"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip() == "none":
+            return "none"
+        return super().convert(value, param, ctx)
+
+
 def _ranges(sc, result, engine: str, progress):
     """:func:`gcsim.sim.drift.mean_ranges` of a finished simulation: two more runs of the same engine and
     seed with the partition work ×(1 ± sd); without per-iteration rows (``--trace none``) the summary's
@@ -117,11 +132,11 @@ def terminate_as_exit(status: int = 128 + signal.SIGTERM):
 @model_option("--trace", model=simulate_with, field="trace", choices=TRACE_LEVELS,
               help="Per-iteration/per-worker files to write: full (iterations.csv + workers.csv), iterations, "
                    "none (summary only; with the vector engine memory then does not grow with workers).")
-@click.option("--speed-drift", "speed_drift", type=FloatOption(0.0, 1.0, hi_open=True), default=None, metavar="SD",
+@click.option("--speed-drift", "speed_drift", type=_SpeedDrift(), default=None, metavar="SD|none",
               help="How far the CPU speed of the run you predict may lie from the scenario's, one standard "
-                   "deviation as a fraction (0.075 = 7.5 %): each scheme's mean gets a 95 % range (two more "
-                   "simulations). Default: the scenario's workload.speed_drift (gcsim calibrate writes it); "
-                   "0: no range.")
+                   "deviation as a fraction in [0, 1) (0.075 = 7.5 %): each scheme's expected mean gets a 95 % "
+                   "range (two more simulations; 0: the simulation's sampling error alone). Default: the "
+                   "scenario's workload.speed_drift (gcsim calibrate writes it); none: no range.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_drift, progress):
     """Simulate SCENARIO (YAML) and report the iteration-time distribution of every scheme.
@@ -151,7 +166,7 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
     if speed_drift is not None:
         from gcsim.scenario import SpeedDrift
 
-        drift = None if speed_drift == 0 else SpeedDrift(sd=speed_drift)
+        drift = None if speed_drift == "none" else SpeedDrift(sd=speed_drift)
         sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"speed_drift": drift})})
     with terminate_as_exit():
         # created (exclusively) before simulating: a bad --out fails now, parallel runs never share one
@@ -177,13 +192,13 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
     click.echo(format_table(result.summary, ranges))
     if ranges is not None:
         d = sc.workload.speed_drift
-        source = ("--speed-drift" if speed_drift is not None else
-                  "the scenario's workload.speed_drift; gcsim calibrate measures it on the calibration run's own "
-                  "blocks, which under-states the drift between runs (1.4x on our VM, docs/validation/README.md "
-                  "finding 25): give --speed-drift, or calibrate on two runs")
-        click.echo(f"mean_95%_range_s: the mean on a run of this machine at another time, its CPU speed "
-                   f"drifting by {d.sd:.1%} (one SD{'' if d.dof is None else f', {d.dof:g} degrees of freedom'}; "
-                   f"{source}), with this simulation's own sampling error (prediction_range.csv).")
+        source = "--speed-drift" if speed_drift is not None else "the scenario's workload.speed_drift"
+        click.echo(f"mean_95%_range_s: the expected mean on this machine at another time, its CPU speed drifting "
+                   f"by {d.sd * 100:.3g} % (one SD{'' if d.dof is None else f', {d.dof:g} degrees of freedom'}; "
+                   f"{source}), with this simulation's sampling error (prediction_range.csv). Not in it: one "
+                   f"run's own straggler luck (a few hundred iterations: several %) and the model's error "
+                   f"(1-3 % on our VM); a drift measured on one run's own blocks under-states the drift between "
+                   f"runs (1.4x on our VM): docs/validation/README.md findings 25-26.")
     for line in refusal_lines(result.refusals):
         click.echo(line)
     click.echo(f"wrote {path}")

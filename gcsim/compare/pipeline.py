@@ -32,8 +32,8 @@ from gcsim.compare.estimators import (DRIFT_BLOCK_ITERATIONS, DRIFT_MIN_BLOCKS, 
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import build_scenario
-from gcsim.compare.stalls import (load_change_note, mean_error_without, short_target_note, slow_stretch, slow_stretch_note,
-                                  stall_note, stalled_iterations)
+from gcsim.compare.stalls import (load_change_note, mean_error_without, pooled_load_note, short_target_note, slow_stretch,
+                                  slow_stretch_note, stall_note, stalled_iterations)
 from gcsim.compare.steady import calibration_runs, check_window
 from gcsim.compare.stats import (RankAgreement, SampleComparison, compare_samples, drop_warmup, rank_agreement)
 from gcsim.compare.verdict import Bands, Verdict, judge
@@ -71,7 +71,8 @@ def basis_of(mode: str, calibrated_from: str | None, run_label: str, given_state
 
     * ``model check``: paired mode replays the run's own straggler draws (not a prediction);
     * ``given machine state``: calibrated on another run but with the target's measured CPU speed
-      (``speed_from="target"``): a diagnostic, not a prediction;
+      (``speed_from="target"``) or other-process load (``load_from="target"``): a diagnostic, not a
+      prediction;
     * ``in sample``: calibrated on the very run it is scored against, alone or pooled with others
       (``calibrated_from`` is ``"+"``-joined run labels; fresh straggler draws);
     * ``out of sample``: calibrated on another run, fresh draws, scored on iterations the
@@ -265,7 +266,7 @@ class SchemeComparison:
                "executor": self.run.executor, "n": self.run.n_workers, "s": int(info["s"]), "m": int(info["m"]),
                "mode": self.mode, "calibrated_from": "+".join(self.calibration.source),
                "basis": basis_of(self.mode, "+".join(self.calibration.source), self.run.label,
-                                 given_state=self.speed_from == "target"),
+                                 given_state=self.speed_from == "target" or self.load_from == "target"),
                "load_from": self.load_from if self.calibration.background_wait_cores is not None else "none",
                "replications": int(self.simulated_iterations["replication"].nunique()), "warmup": self.warmup}
         out.update(self.comparison.as_row())
@@ -723,7 +724,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     items: list[SchemeComparison] = []
     stall_notes: list[str] = []
     slow_notes: list[str] = []
-    target_notes: list[str] = []
+    target_notes: list[str] = [n for n in (pooled_load_note(sources) if sources is not None else None,) if n]
     bar = tqdm(total=len(work), desc="compare", unit="scheme", disable=not progress)
     try:
         for k, (run, sch) in enumerate(work):

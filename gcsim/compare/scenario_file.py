@@ -115,7 +115,7 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
 
         cal = fit_pooled_background(runs, cal, warmup=w)
     data = scenario_data(run, run.schemes[0], cal)
-    if measured:
+    if measured and all(r.executor == "real" for r in runs):  # a simulated run measures no machine
         from gcsim.compare.pipeline import calibration_speed_cv, calibration_speed_dof
 
         sigma = calibration_speed_cv(runs, w)
@@ -193,12 +193,15 @@ def _drift_lines(data: dict, runs: list[RunDir]) -> list[str]:
     how = ("the spread of this run's ~10-s blocks of CPU per partition, x sqrt(2) for a run yet to come"
            if len(runs) == 1 else f"the spread within and between the {len(runs)} runs")
     dof = f"{drift['dof']:g} degrees of freedom; " if "dof" in drift else ""
-    return [f"  workload.speed_drift: sd {drift['sd']:.3f}: how far a later run's CPU speed may lie from this one's",
-            f"    ({how});",
-            f"    {dof}gcsim simulate gives each scheme's mean a 95 % range from it.",
-            "    On a shared VM the drift between runs was 1.4 x what one run measures of itself",
-            "    (docs/validation/README.md finding 25): raise sd (e.g. 0.075) or calibrate on two runs of the",
-            "    same scheme, before and after the work you predict; remove the key for no range."]
+    lines = [f"  workload.speed_drift: sd {drift['sd']:.3f}: how far a later run's CPU speed may lie from this one's",
+             f"    ({how});",
+             f"    {dof}gcsim simulate gives each scheme's expected mean a 95 % range from it (not one run's",
+             "    own straggler luck, nor the model's 1-3 % error)."]
+    if len(runs) == 1:
+        lines += ["    On a shared VM the drift between runs was 1.4 x what one run measures of itself",
+                  "    (docs/validation/README.md finding 25): raise sd (e.g. 0.075) or calibrate on two runs of the",
+                  "    same scheme, before and after the work you predict."]
+    return lines + ["    Remove the key for no range."]
 
 
 def _header(runs: list[RunDir], cal: Calibration, command: str, data: dict | None = None) -> str:

@@ -226,6 +226,19 @@ def load_change_note(label: str, target, sources) -> str | None:
             f"calibration's load; --load-from target predicts at this run's (a diagnostic, not a prediction)")
 
 
+def pooled_load_note(sources) -> str | None:
+    """A note when pooled calibration runs ran under other-process loads more than
+    :data:`LOAD_NOTE_CORES` cores apart: the calibration (and its drift) then describes their mix, a
+    machine state neither run had. None for one run, agreeing loads, or loads not recorded."""
+    loads = [(getattr(r, "label", "?"), _other_cores(r)) for r in sources]
+    known = [(label, v) for label, v in loads if np.isfinite(v)]
+    if len(known) < 2 or max(v for _, v in known) - min(v for _, v in known) <= LOAD_NOTE_CORES:
+        return None
+    return ("calibration runs " + ", ".join(f"{label} ({v:.2f} cores)" for label, v in known)
+            + " ran under other-process loads that differ (meta.json host_cpu_load.other_cores): pooled, the "
+            "calibration describes their mix, which neither run had; calibrate on runs made under one load")
+
+
 def short_target_note(label: str, observed: pd.DataFrame, comparison: "SampleComparison") -> str | None:
     """A note when fewer than :data:`SHORT_TARGET_ITERATIONS` iterations were scored: the p95 of so short
     a run rests on a handful of iterations (its CI is given), so only the mean is worth judging."""

@@ -149,7 +149,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
             else:
                 # short path: Ray's socket paths under it must stay below the 107-byte unix limit
                 temp_dir = tempfile.mkdtemp(prefix="gcsim-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-                with loopback_only():
+                with loopback_only(), daemons_in_own_process_groups():
                     ray.init(address="local", num_cpus=num_cpus, _temp_dir=temp_dir,
                              _node_ip_address="127.0.0.1", **kwargs)
         except Exception as e:  # Ray raises many kinds (ConnectionError, RuntimeError, ValueError, ...)
@@ -218,6 +218,46 @@ def ray_gcs_reachable(timeout_s: float = 1.0) -> bool:
         return True
     except (OSError, ValueError, AttributeError):
         return False
+
+
+@contextmanager
+def daemons_in_own_process_groups():
+    """While starting the private Ray: each daemon Ray starts (GCS, raylet, dashboard, log and autoscaler
+    monitors; the raylet's workers and agents then join the raylet's group) leads a process group of its
+    own, in this process's session. A signal sent to the run's process group — Ctrl-C, ``timeout``, a
+    batch scheduler's SIGTERM, ``kill -- -PGID`` — then reaches ``gcsim`` alone, which stops at its next
+    safe point and shuts Ray down itself; before, a group SIGTERM also ended Ray's daemons under the
+    running loop, and the Ray driver exits the process (status 1, no status written) on its next call to
+    a dead raylet. The session is kept (not ``setsid``): the kernel's autogroup scheduling shares CPU
+    between sessions before niceness, and the workers' niceness is meant against this session's master
+    (docs/validation/README.md, finding 9). Ray's daemons stay bound to this process's life
+    (``PR_SET_PDEATHSIG``, Ray's own ``preexec_fn``, kept); what they start is ended by
+    :mod:`gcsim.real.reaper` if this process is killed. A no-op where Ray's ``ConsolePopen`` is missing
+    (another Ray version) or on Windows (Ray already gives its daemons new process groups there)."""
+    from ray._private import services
+
+    original = getattr(services, "ConsolePopen", None)
+    if original is None or sys.platform == "win32":
+        yield
+        return
+
+    class _OwnGroupPopen(original):
+        def __init__(self, *args, **kwargs):
+            inner = kwargs.get("preexec_fn")
+
+            def preexec():
+                os.setpgid(0, 0)
+                if inner is not None:
+                    inner()
+
+            kwargs["preexec_fn"] = preexec
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = _OwnGroupPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = original
 
 
 def _disarm_ray_exit_hook() -> None:

@@ -11,6 +11,12 @@ only the speed differs) — to first order (the delta method of input uncertaint
 (batch means, §9.5.3) in quadrature. ``gcsim compare`` scores the same construction against measured
 runs (:func:`gcsim.compare.pipeline.drift_half_width`; its coverage over the committed passes is in
 docs/validation/README.md).
+
+What the range is not: it is for the *expected* (long-run) mean; a single run of a few hundred
+iterations adds its own straggler luck (±3–11 % at 200 iterations under the committed straggler
+models). The model's own error (1–3 %) is not in it, and the drift scales the partition work only, as
+``gcsim compare`` does — ``call_overhead`` (CPU at the same speed, a few ms per call) stays as
+measured, so a CPU-bound scheme's range is a little narrow.
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ def mean_ranges(sc: Scenario, iterations: pd.DataFrame, simulate: Callable[[Scen
         confidence: of the range (0.95).
     Returns:
         One row per scheme, :data:`RANGE_COLUMNS`, seconds: ``mean_lo_s`` / ``mean_hi_s`` = ``mean_s ∓
-        hypot(q_t·|mean_slow_s − mean_fast_s| / 2, q_z·sampling_se_s)``, ``q_t`` the quantile of Student's
+        hypot(q_t·|mean_slow_s − mean_fast_s| / 2, q_z·sampling_se_s)`` (the lower end at least 0), ``q_t`` the quantile of Student's
         t with ``speed_drift_dof`` degrees of freedom (the normal one when None), ``mean_slow_s`` /
         ``mean_fast_s`` the means with the work ×(1 + sd) / ×(1 − sd).
     Raises:
@@ -93,7 +99,7 @@ def mean_ranges(sc: Scenario, iterations: pd.DataFrame, simulate: Callable[[Scen
         drift_hw = q_t * abs(m_slow - m_fast) / 2.0
         se = batch_means_se(x)
         half = float(np.hypot(drift_hw, q_z * se)) if np.isfinite(se) else drift_hw
-        rows.append({"scheme": label, "mean_s": mean, "mean_lo_s": mean - half, "mean_hi_s": mean + half,
+        rows.append({"scheme": label, "mean_s": mean, "mean_lo_s": max(mean - half, 0.0), "mean_hi_s": mean + half,
                      "speed_drift_sd": sd, "speed_drift_dof": np.nan if drift.dof is None else float(drift.dof),
                      "mean_slow_s": m_slow, "mean_fast_s": m_fast, "drift_half_width_s": drift_hw,
                      "sampling_se_s": se, "confidence": confidence})

@@ -267,10 +267,11 @@ CALIBRATED_FILE = "calibrate-file"
 
 def basis_of_comparison(name: str) -> str:
     """``model check`` for the paired replays (``check-...``), ``given machine state`` for the
-    diagnostic that takes the target's measured load and CPU speed (``given-...``), else ``out of sample``."""
+    diagnostics that take the target's measured load and CPU speed (``given-...``) or its load
+    (``...-given-load``), else ``out of sample``."""
     if name.startswith("check-"):
         return "model check"
-    if name.startswith("given-"):
+    if name.startswith("given-") or name.endswith("-given-load"):
         return "given machine state"
     return "out of sample"
 
