@@ -60,7 +60,6 @@ def _ranges(sc, result, engine: str, progress):
     import pandas as pd
 
     from gcsim.sim.drift import mean_ranges
-    from gcsim.sim.vector import simulate_with
 
     base = result.iterations
     if base is None or base.empty:

@@ -183,8 +183,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         if started and ray_gcs_reachable():
             ray.shutdown()
         elif started:
-            # the private Ray's daemons are gone (a signal to the process group ended them too): Ray's
-            # shutdown, and Ray's own exit hook, would wait 60 s for them and then abort this process
+            # the private Ray's daemons are gone (killed, or died): Ray's shutdown, and Ray's own exit
+            # hook, would wait 60 s for them and then abort this process
             _disarm_ray_exit_hook()
             global ray_abandoned
             ray_abandoned = True
@@ -201,11 +201,11 @@ ray_abandoned = False
 
 def ray_gcs_reachable(timeout_s: float = 1.0) -> bool:
     """Whether this driver's Ray cluster still answers: a TCP connection to its GCS (the cluster's head
-    process) within ``timeout_s`` seconds. False when the GCS is gone — e.g. a SIGTERM sent to the whole
-    process group (``timeout``, a batch scheduler, ``kill -- -PGID``) also ended the private Ray's
-    daemons, which share it — where every further Ray call (``ray.kill``, removing a placement group,
-    ``ray.nodes``, ``ray.shutdown``) waits 60 s for the GCS and then ends the process without a word,
-    leaving the run's status ``running``. True when Ray is not initialised here or gives no address
+    process) within ``timeout_s`` seconds. False when the GCS is gone — Ray's daemons killed by a signal
+    of their own, a cluster lost — where every further Ray call (``ray.kill``, removing a placement
+    group, ``ray.nodes``, ``ray.shutdown``) waits 60 s for the GCS and then ends the process without a
+    word, leaving the run's status ``running``. (A signal to the run's process group no longer reaches a
+    private Ray's daemons: :func:`daemons_in_own_process_groups`.) True when Ray is not initialised here
     (nothing to protect)."""
     import ray
 
@@ -261,8 +261,8 @@ def daemons_in_own_process_groups():
 
 
 def _disarm_ray_exit_hook() -> None:
-    """Remove Ray's own ``atexit`` shutdown (``ray._private.worker``) and drop the driver's connection
-    without it: with the cluster's daemons gone it would wait 60 s and abort the process."""
+    """Remove Ray's own ``atexit`` shutdown (``ray._private.worker``): with the cluster's daemons gone it
+    would wait 60 s for them and then abort the process; :func:`gcsim.cli.entry` ends it instead."""
     import atexit
 
     from ray._private import worker as ray_worker
