@@ -179,6 +179,7 @@ def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
     # the run's wall time counts every session (an earlier one up to the checkpoint resumed from): the
     # last session alone was reported as the run's (found by a review)
     assert res.sessions == 3 and res.total_wall_s > res.wall_s > 0
+    assert res.test_iteration == int(pd.read_csv(env / "run3" / "metrics.csv").iteration.iloc[-1]) == ITERS - 1
     assert run.meta["wall_s"] == pytest.approx(res.total_wall_s) and run.meta["session_wall_s"] == pytest.approx(res.wall_s)
     assert run.status["wall_s"] == pytest.approx(res.total_wall_s)
     # host.csv: each iteration once over the three sessions, in order
@@ -191,6 +192,7 @@ def test_cli_real_run_and_errors(env, capsys):
                "--batch-size", "8", "--data-dir", str(env / "data"), "--out", str(out), "--no-progress"])
     text = capsys.readouterr().out
     assert rc == 0 and "status: finished, iterations: 2" in text and "iteration time (s): mean" in text
+    assert "(measured after 2 iterations)" in text  # which evaluation the accuracy is
     assert len(read_run_dir(out).iterations) == 2
     # missing data: one line telling how to prepare it, no run directory left behind
     rc = main(["real", "--scheme", "gc-fr", "--scenario", str(env / "tiny.yaml"),

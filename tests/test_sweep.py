@@ -230,3 +230,15 @@ def test_resume_claim_respects_a_live_holder_and_takes_over_a_dead_or_reused_one
         marker.write_text(f"{ppid} {int(ticks) + 1}\n")
         assert _claim_existing(tmp_path).path == marker
         assert marker.read_text().split()[0] == str(os.getpid())
+
+
+def test_a_running_sweep_keeps_its_status_current(tmp_path, monkeypatch):
+    # status.json said points_done 0 for a whole session (found by a review): it now follows the run
+    import gcsim.sweep.run as sweep_run
+
+    monkeypatch.setattr(sweep_run, "STATUS_EVERY_S", 0.0)
+    plan = load_sweep(sweep_file(tmp_path, {"seed": [1, 2, 3, 4]}))
+    seen = []
+    run_sweep(plan, out_dir=tmp_path / "run", executor="local", progress=False,
+              on_point=lambda k: seen.append(json.loads((tmp_path / "run" / "status.json").read_text())))
+    assert [st["points_done"] for st in seen] == [1, 2, 3, 4] and {st["status"] for st in seen} == {"running"}

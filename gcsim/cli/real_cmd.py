@@ -147,7 +147,9 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
         click.echo(f"iteration time (s): mean {sm['mean_s']:.4f}  p50 {sm['p50_s']:.4f}  p95 {sm['p95_s']:.4f}  "
                    f"p99 {sm['p99_s']:.4f}")
     if result.test_accuracy == result.test_accuracy:
-        click.echo(f"test accuracy: {result.test_accuracy:.4f}")
+        at = getattr(result, "test_iteration", None)
+        click.echo(f"test accuracy: {result.test_accuracy:.4f}"
+                   + (f" (measured after {at + 1} iterations)" if at is not None else ""))
     dead = (sm or {}).get("dead_workers")
     if dead == dead and dead:  # not NaN, not 0
         click.echo(f"workers lost: {int(dead)} (status.json dead_workers says which, when and why)")

@@ -98,6 +98,7 @@ class RealRunResult:
         total_wall_s: the same over every session of the run (an earlier one counted up to the
             checkpoint this one resumed from); equals ``wall_s`` for a run of one session.
         sessions: how many sessions the run has had (1 + resumes).
+        test_iteration: the iteration after which ``test_accuracy`` was measured (None if never).
     """
 
     run_dir: Path
@@ -108,6 +109,7 @@ class RealRunResult:
     wall_s: float = 0.0
     total_wall_s: float = 0.0
     sessions: int = 1
+    test_iteration: int | None = None
 
 
 @contextmanager
@@ -855,6 +857,10 @@ class RealRun:
                               dead_workers=self.dead_workers(), **ps.refusal_status(), **self.status_common)
         raise e
 
+    def _test_iteration(self) -> int | None:
+        """The iteration after which the last test accuracy was measured (metrics.csv), None if never."""
+        return int(self.metrics[-1]["iteration"]) if self.metrics else None
+
     # ------------------------------------------------------------------ the outcome
     def _conclude(self, status: str) -> RealRunResult:
         """status.json (``interrupted`` or ``finished``) and, when finished, meta.json (written last)."""
@@ -872,7 +878,8 @@ class RealRun:
                              dead_workers=self.dead_workers(), **ps.refusal_status(),
                              checkpoint_iteration=int(run.load_checkpoint()["next_iteration"])
                              if run.checkpoint_path.is_file() else None, **self.status_common)
-            return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s, total_wall_s, self.sessions)
+            return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s, total_wall_s, self.sessions,
+                                 test_iteration=self._test_iteration())
         run.write_status("finished", iterations_done=done, wall_s=total_wall_s, dead_workers=self.dead_workers(),
                          **ps.refusal_status(), **self.status_common)
         n, local = spec.n_workers, self.local
@@ -885,4 +892,5 @@ class RealRun:
                    dead_workers=self.dead_workers(),
                    other_cpu_scope=("host" if len(local) == n else
                                     f"master's host only ({len(local)} of {n} workers on it)"))
-        return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s, total_wall_s, self.sessions)
+        return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s, total_wall_s, self.sessions,
+                                 test_iteration=self._test_iteration())

@@ -47,6 +47,8 @@ from gcsim.validation import first_difference
 #: values of ``gcsim sweep --executor``
 EXECUTORS = ("auto", "ray", "local")
 POINTS_LOG = "points.jsonl"
+#: seconds between updates of a running sweep's status.json ``points_done``
+STATUS_EVERY_S = 2.0
 #: most points one Ray task takes when the chunk size is chosen automatically
 MAX_AUTO_CHUNK = 25
 #: Ray tasks per CPU aimed at when the chunk size is chosen automatically
@@ -524,12 +526,17 @@ def run_sweep(plan: SweepPlan, *, out_dir: str | Path | None = None, resume: str
             else:
                 points = local_points(plan, todo)
             try:
+                shown = time.monotonic()
                 for k, rows in points:
                     log.append(plan, k, rows)
                     done[k] = rows
                     computed += 1
                     if bar is not None:
                         bar.update(1)
+                    if time.monotonic() - shown >= STATUS_EVERY_S:  # status.json follows the run (not per point)
+                        write_status(run_dir, RunStatus.RUNNING, points_total=total, points_done=len(done),
+                                     command=command, sessions=sessions)
+                        shown = time.monotonic()
                     if on_point is not None:
                         on_point(k)
             finally:
