@@ -74,29 +74,39 @@ def _alive(pid: int, ticks: str) -> bool:
     return fields[19] == ticks and fields[0] != "Z"
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process groups from /proc (Linux)")
-def test_sigterm_to_the_process_group_stops_the_run_cleanly(tmp_path):
+def _start_run(tmp_path, *extra: str, capture: bool) -> tuple[subprocess.Popen, object]:
+    """``gcsim real`` on tiny data in a process group of its own (as a shell job or a batch job): the
+    process and its run directory."""
     prepared_data(tmp_path)
     tiny_real_scenario(tmp_path / "tiny.yaml", n=4, iterations=400, seed=2, schemes=[{"name": "gc-fr", "s": 1}],
                        stragglers={"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}})
     out = tmp_path / "run"
     args = ["real", "--scheme", "gc-fr", "--scenario", str(tmp_path / "tiny.yaml"), "--batch-size", "16",
-            "--checkpoint-every", "1", "--eval-every", "1000", "--data-dir", str(tmp_path / "data"),
-            "--ray-num-cpus", "2", "--out", str(out), "--no-progress"]
-    proc = subprocess.Popen(GCSIM + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own process group, as a shell job or a batch job
+            *extra, "--eval-every", "1000", "--data-dir", str(tmp_path / "data"), "--ray-num-cpus", "2",
+            "--out", str(out), "--no-progress"]
+    pipe = subprocess.PIPE if capture else subprocess.DEVNULL
+    return subprocess.Popen(GCSIM + args, stdout=pipe, stderr=pipe, text=True, start_new_session=True), out
+
+
+def _wait_for_iterations(proc: subprocess.Popen, out, k: int = 3) -> None:
+    """Until the run's status.json counts ``k`` iterations (the run must not end before)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if json.loads((out / "status.json").read_text()).get("iterations_done", 0) >= k:
+                return
+        except (OSError, ValueError):
+            pass
+        assert proc.poll() is None, proc.communicate() if proc.stdout is not None else proc.returncode
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process groups from /proc (Linux)")
+def test_sigterm_to_the_process_group_stops_the_run_cleanly(tmp_path):
+    proc, out = _start_run(tmp_path, "--checkpoint-every", "1", capture=True)
     ray_procs: dict[int, str] = {}
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                done = json.loads((out / "status.json").read_text()).get("iterations_done", 0)
-            except (OSError, ValueError):
-                done = 0
-            if done >= 3:
-                break
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        _wait_for_iterations(proc, out)
         ray_procs = _ray_descendants(proc.pid)
         assert len(ray_procs) >= 3  # GCS, raylet, agents, workers
         # Ray's daemons lead process groups of their own (same session): the group signal is gcsim's alone
@@ -134,28 +144,12 @@ def test_sigterm_to_the_process_group_stops_the_run_cleanly(tmp_path):
 def test_a_killed_run_leaves_no_ray_process_behind(tmp_path):
     # kill -9 of gcsim real: the GCS and raylet die with it, but the agents the raylet started were left
     # running for good (~170 MB each; found by a review); the watcher (gcsim/real/reaper.py) ends them
-    prepared_data(tmp_path)
-    tiny_real_scenario(tmp_path / "tiny.yaml", n=4, iterations=400, seed=2, schemes=[{"name": "gc-fr", "s": 1}],
-                       stragglers={"delay": {"dist": "bimodal", "p": 0.2, "delay": 0.05}})
-    out = tmp_path / "run"
-    args = ["real", "--scheme", "gc-fr", "--scenario", str(tmp_path / "tiny.yaml"), "--batch-size", "16",
-            "--eval-every", "1000", "--data-dir", str(tmp_path / "data"), "--ray-num-cpus", "2", "--out", str(out),
-            "--no-progress"]
-    proc = subprocess.Popen(GCSIM + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc, out = _start_run(tmp_path, capture=False)
     ray_procs: dict[int, str] = {}
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                done = json.loads((out / "status.json").read_text()).get("iterations_done", 0)
-            except (OSError, ValueError):
-                done = 0
-            if done >= 3:
-                break
-            assert proc.poll() is None
-            time.sleep(0.2)
+        _wait_for_iterations(proc, out)
         ray_procs = _ray_descendants(proc.pid)
-        assert any(True for _ in ray_procs) and len(ray_procs) >= 3  # GCS, raylet, agents, workers
+        assert len(ray_procs) >= 3  # GCS, raylet, agents, workers
         proc.kill()  # SIGKILL, the process this test started
         proc.wait(30)
         left = ray_procs

@@ -332,25 +332,21 @@ class RankAgreement:
     def observed_text(self) -> str:
         """``observed_order`` fastest first, ``" < "`` between schemes, ``" = "`` between exactly equal
         observed means (e.g. schemes a simulated run computed identically)."""
-        order = self.observed_order
-        if not order:
-            return ""
-        out = order[0]
-        for a, b in zip(order, order[1:]):
-            tied = self.observed_means and self.observed_means.get(a) == self.observed_means.get(b)
-            out += (" = " if tied else " < ") + b
-        return out
+        return _order_text(self.observed_order, self.observed_means)
 
     def predicted_text(self) -> str:
         """``predicted_order`` fastest first, ``" < "`` between schemes, ``" = "`` between exactly tied ones."""
-        order = self.predicted_order
-        if not order:
-            return ""
-        out = order[0]
-        for a, b in zip(order, order[1:]):
-            tied = self.predicted_means and self.predicted_means.get(a) == self.predicted_means.get(b)
-            out += (" = " if tied else " < ") + b
-        return out
+        return _order_text(self.predicted_order, self.predicted_means)
+
+
+def _order_text(order: list[str], means: dict[str, float]) -> str:
+    """``order`` joined by ``" < "``, or ``" = "`` where ``means`` are exactly equal."""
+    if not order:
+        return ""
+    out = order[0]
+    for a, b in zip(order, order[1:]):
+        out += (" = " if means and means.get(a) == means.get(b) else " < ") + b
+    return out
 
 
 def rank_agreement(observed_means: Mapping[str, float], predicted_means: Mapping[str, float]) -> RankAgreement:
