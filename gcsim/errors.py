@@ -64,3 +64,10 @@ class RunDirError(GcsimError):
 
 class RunFailedError(GcsimError):
     """A real run could not continue (e.g. more than s workers are gone)."""
+
+
+class RunStoppedError(RunFailedError):
+    """A run stopped by SIGINT or SIGTERM where it cannot continue with ``--resume`` (an allreduce run;
+    a run stopped before its first iteration). The CLI prints it on one line like any error but exits
+    with ``128 +`` the signal's number (130, 143; :mod:`gcsim.signals`), not 2: the command was stopped,
+    the input was not bad."""

@@ -90,9 +90,9 @@ class Workload(_Model):
     each, so a fraction of a core is spread over the whole ones). ``gcsim calibrate`` writes ``per-core``
     for a real run; a hand-written scenario defaults to ``processor-sharing``.
 
-    ``call_overhead``: optional CPU-seconds per worker-iteration besides the partitions (loading the
-    weights, encoding the message(s)), spent after the last partition, before the message(s) leave;
-    None = 0.
+    ``call_overhead`` (needs ``cores``): optional CPU-seconds per worker-iteration besides the partitions
+    (loading the weights, encoding the message(s)), spent after the last partition, before the
+    message(s) leave; None = 0.
 
     ``background`` (needs ``cores``): CPU the workers' host gives to other, higher-priority processes
     (:class:`Background`); None = the workers have all ``cores``.
@@ -129,7 +129,8 @@ class SpeedDrift(_Model):
     (1–3 % on our VM, docs/validation/README.md) is not in it. ``gcsim calibrate`` writes
     both, measured on the calibration run(s) (:func:`gcsim.compare.pipeline.calibration_speed_cv`,
     :func:`~gcsim.compare.pipeline.calibration_speed_dof`). ``gcsim simulate`` simulates every scheme
-    twice more with ``compute`` scaled by ``1 - sd`` and ``1 + sd`` (the same seed: common random
+    twice more with the workers' CPU work (``compute``, ``call_overhead``) scaled by ``1 - sd`` and
+    ``1 + sd`` (the same seed: common random
     numbers) and reports ``mean ± hypot(t·(mean₊ − mean₋)/2, 1.96·se)`` (:mod:`gcsim.sim.drift`)."""
 
     sd: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
@@ -304,6 +305,10 @@ class Scenario(_Model):
         if self.workload.background is not None and self.workload.cores is None:
             raise SpecFieldError("workload.background", "no background without workload.cores (the cores it "
                                  "takes a share of)", _GivenLabel("a background with cores unset"))
+        if self.workload.call_overhead is not None and self.workload.cores is None:
+            # the engines model it as CPU work on the shared cores; without them it was silently dropped
+            raise SpecFieldError("workload.call_overhead", "no call_overhead without workload.cores (it is CPU "
+                                 "work on the cores the workers share)", _GivenLabel("a call_overhead with cores unset"))
         if self.workload.scheduler == "per-core" and self.workload.cores is None:
             raise SpecFieldError("workload.scheduler", "per-core only with workload.cores (the cores whose run "
                                  "queues it models)", _GivenLabel("per-core with cores unset"))

@@ -52,12 +52,14 @@ def test_prediction_interval_widens_the_ci_in_quadrature():
     assert none["pi_covers"] is None and np.isnan(none["err_mean_pi_lo"])
 
 
-def _run(tmp_path, name, compute_s, schemes):
+def _run(tmp_path, name, compute_s, schemes, iterations=60, call_overhead_s=0.0):
     from gcsim.sim.output import write_sim_run
 
+    overhead = {"call_overhead": {"dist": "constant", "value": call_overhead_s}} if call_overhead_s else {}
     sc = validate_scenario({
-        "name": name, "n_workers": 6, "iterations": 60, "seed": 3, "schemes": schemes,
-        "workload": {"gradient_bytes": 0, "cores": 2.0, "compute": {"dist": "constant", "value": compute_s}},
+        "name": name, "n_workers": 6, "iterations": iterations, "seed": 3, "schemes": schemes,
+        "workload": {"gradient_bytes": 0, "cores": 2.0, "compute": {"dist": "constant", "value": compute_s},
+                     **overhead},
         "master": {"decode_s": {"dist": "constant", "value": 0.002}},
         "stragglers": {"delay": {"dist": "constant", "value": 0.0}}})
     return read_run_dir(write_sim_run(simulate(sc), sc, tmp_path / name))
@@ -118,8 +120,7 @@ def test_a_drift_measured_on_few_blocks_takes_students_t(tmp_path):
     from gcsim.compare.pipeline import calibration_speed_dof, drift_half_width
 
     a = _with_block_speeds(_run(tmp_path, "a", C, [{"name": "uncoded"}]), [1.0, 1.1, 1.2])
-    b = _run(tmp_path, "b", C, [{"name": "uncoded"}])
-    assert calibration_speed_dof([a], 2) == 2.0 and calibration_speed_dof([a, b], 2) == 4.0
+    assert calibration_speed_dof([a], 2) == 2.0
     tgt = _run(tmp_path, "tgt", C, [{"name": "gc-fr", "s": 1}])
     opts = CompareOptions(replications=1, warmup=2, cpu_source="measured", n_resamples=200)
     cal = compare_runs([(tgt, ["gc-fr"])], calibrate_from=a, options=opts).items[0].calibration
@@ -153,3 +154,81 @@ def test_speed_drift_option_is_checked(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == "gcsim: error: --speed-drift: expected auto, none or a fraction in [0, 1), got 'lots'"
     assert not (tmp_path / "cmp").exists()
+
+
+def _median_cpu_per_partition(run, warmup=2):
+    w = pd.read_csv(run.path / "workers.csv").query(f"iteration >= {warmup} and status == 'arrived'")
+    return float(np.median(w["compute_cpu_s"] / w["n_partitions"]))
+
+
+def _satterthwaite(terms):
+    return sum(c for c, _ in terms) ** 2 / sum(c ** 2 / nu for c, nu in terms)
+
+
+def test_pooled_calibration_dof_is_satterthwaites(tmp_path):
+    # sigma_run^2 = mean(cv_r^2) / 2 + between^2 / 2: each run's share on its B_r - 1 degrees of freedom,
+    # between on R - 1 = 1, combined by Satterthwaite's formula, not summed
+    from gcsim.compare.pipeline import calibration_speed_dof
+
+    a = _with_block_speeds(_run(tmp_path, "a", C, [{"name": "uncoded"}]), [1.0, 1.1, 1.2])
+    b = _run(tmp_path, "b", C, [{"name": "uncoded"}])
+    cv_a = np.std([1.0, 1.1, 1.2], ddof=1) / 1.1
+    meds = [_median_cpu_per_partition(a), _median_cpu_per_partition(b)]
+    between = np.std(meds, ddof=1) / np.mean(meds)
+    expected = _satterthwaite([(cv_a ** 2 / 4, 2), (between ** 2 / 2, 1)])  # b's own spread is 0
+    assert calibration_speed_dof([a, b], 2) == pytest.approx(expected, rel=1e-9)
+    assert 1.0 < expected < 4.0  # fewer than the blocks: two runs that disagree say little
+    # two runs at one constant speed: nothing spreads, every estimate agrees (2 + 2 + 1)
+    assert calibration_speed_dof([b, _run(tmp_path, "b2", C, [{"name": "uncoded"}])], 2) == 5.0
+    # runs of one speed each but different: the within part is 0 and between's single degree is all
+    c = _run(tmp_path, "c", 1.1 * C, [{"name": "uncoded"}])
+    assert calibration_speed_dof([b, c], 2) == pytest.approx(1.0, rel=1e-9)
+
+
+def test_pooled_runs_of_unequal_length_weigh_their_blocks(tmp_path):
+    # 3 and 6 blocks (2 and 5 degrees of freedom): each run's within share on its own, not 7 in one
+    from gcsim.compare.pipeline import calibration_speed_cv, calibration_speed_dof
+
+    a = _with_block_speeds(_run(tmp_path, "a", C, [{"name": "uncoded"}]), [1.0, 1.1, 1.2])
+    long_run = _run(tmp_path, "long", C, [{"name": "uncoded"}], iterations=122)
+    d = _with_block_speeds(long_run, [1.0, 1.05, 1.0, 1.05, 1.0, 1.05])
+    cv_a = np.std([1.0, 1.1, 1.2], ddof=1) / 1.1
+    cv_d = np.std([1.0, 1.05] * 3, ddof=1) / 1.025
+    meds = [_median_cpu_per_partition(a), _median_cpu_per_partition(d)]
+    between = np.std(meds, ddof=1) / np.mean(meds)
+    terms = [(cv_a ** 2 / 4, 2), (cv_d ** 2 / 4, 5), (between ** 2 / 2, 1)]
+    assert calibration_speed_dof([a, d], 2) == pytest.approx(_satterthwaite(terms), rel=1e-6)
+    assert calibration_speed_cv([a, d], 2) == pytest.approx(np.sqrt(sum(c for c, _ in terms) * 1.5), rel=1e-6)
+
+
+def test_at_speed_scales_the_workers_cpu_and_nothing_else(tmp_path):
+    src = _run(tmp_path, "src", C, [{"name": "uncoded"}], call_overhead_s=0.01)
+    cal = compare_runs([(src, ["uncoded"])], options=CompareOptions(replications=1, warmup=2, cpu_source="measured",
+                                                                   n_resamples=200)).items[0].calibration
+    assert cal.overhead_values_s.size and cal.overhead_values_s.mean() > 0.005  # the calls' CPU was calibrated
+    slow = cal.at_speed(1.25)
+    np.testing.assert_allclose(slow.compute_values_s, 1.25 * cal.compute_values_s, rtol=1e-12)
+    np.testing.assert_allclose(slow.overhead_values_s, 1.25 * cal.overhead_values_s, rtol=1e-12)
+    np.testing.assert_array_equal(slow.master_values_s, cal.master_values_s)
+    assert (slow.background_wait_cores, slow.idle_cores_per_worker, slow.transfer) == (
+        cal.background_wait_cores, cal.idle_cores_per_worker, cal.transfer)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="speed factor"):
+            cal.at_speed(bad)
+
+
+def test_the_drift_moves_the_per_call_cpu_too(tmp_path):
+    # a CPU drift slows every CPU-second of the workers: with 10 ms per call beside 2 x 30 ms of
+    # partitions, the half-width grows with the calls' share of the work
+    import dataclasses
+
+    from gcsim.compare.pipeline import drift_half_width
+
+    src = _run(tmp_path, "src", C, [{"name": "uncoded"}], call_overhead_s=0.01)
+    tgt = _run(tmp_path, "tgt", C, [{"name": "gc-fr", "s": 1}], call_overhead_s=0.01)
+    opts = CompareOptions(replications=1, warmup=2, cpu_source="measured", n_resamples=200)
+    cal = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=opts).items[0].calibration
+    with_calls = drift_half_width(tgt, "gc-fr", cal, opts, 0.05, 2)
+    partitions_only = drift_half_width(tgt, "gc-fr", dataclasses.replace(cal, overhead_values_s=np.zeros(0)), opts,
+                                       0.05, 2)
+    assert with_calls > 1.1 * partitions_only > 0

@@ -12,9 +12,10 @@ import yaml
 from gcsim.cli import main
 from gcsim.compare.pipeline import calibration_speed_cv, calibration_speed_dof
 from gcsim.compare.rundir import read_run_dir
+from gcsim.errors import ConfigError
 from gcsim.latency import build_distribution, parse_spec, scaled_spec
 from gcsim.scenario import validate_scenario
-from gcsim.sim.drift import batch_means_se, mean_ranges, scale_compute
+from gcsim.sim.drift import batch_means_se, mean_ranges, scale_cpu_work
 from gcsim.sim.vector import simulate_with
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,17 +56,22 @@ def _scenario(stragglers=None, **workload):
     })
 
 
-def test_the_range_has_its_closed_form_on_a_deterministic_run():
-    # no stragglers, constant work: an iteration is compute x partitions + latencies, so the means at
-    # 1 -+ sd differ by exactly 2 sd x compute x partitions and the sampling error is 0
-    sc = _scenario(speed_drift={"sd": 0.1})
-    its = simulate_with(sc, "vector", trace="iterations").iterations
-    ranges = mean_ranges(sc, its, lambda s: simulate_with(s, "vector", trace="iterations").iterations).set_index("scheme")
+@pytest.mark.parametrize("overhead_s", [0.0, 0.02])
+def test_the_range_has_its_closed_form_on_a_deterministic_run(overhead_s):
+    # no stragglers, constant work: an iteration is call overhead + compute x partitions + latencies,
+    # so the means at 1 -+ sd differ by exactly 2 sd x (overhead + compute x partitions) and the
+    # sampling error is 0
+    # (a call overhead is CPU work on shared cores: 4 cores for 4 workers, none waits for another)
+    extra = {"call_overhead": {"dist": "constant", "value": overhead_s}, "cores": 4} if overhead_s else {}
+    sc = _scenario(speed_drift={"sd": 0.1}, **extra)
+    its = simulate_with(sc, trace="iterations").iterations
+    ranges = mean_ranges(sc, its, lambda s: simulate_with(s, trace="iterations").iterations).set_index("scheme")
     for label, partitions in (("uncoded", 1), ("gc-fr", 2)):
         r = ranges.loc[label]
-        assert r.mean_slow_s - r.mean_fast_s == pytest.approx(2 * 0.1 * 0.1 * partitions, rel=1e-9)
+        cpu_s = overhead_s + 0.1 * partitions
+        assert r.mean_slow_s - r.mean_fast_s == pytest.approx(2 * 0.1 * cpu_s, rel=1e-9)
         assert r.sampling_se_s == pytest.approx(0.0, abs=1e-15)
-        half = 1.959963984540054 * 0.1 * 0.1 * partitions
+        half = 1.959963984540054 * 0.1 * cpu_s
         assert (r.mean_lo_s, r.mean_hi_s) == pytest.approx((r.mean_s - half, r.mean_s + half), rel=1e-9)
 
 
@@ -87,11 +93,13 @@ def test_batch_means_se_of_independent_draws_is_the_usual_one():
     assert np.isnan(batch_means_se(np.ones(30)))  # fewer than 2 values per batch
 
 
-def test_scale_compute_touches_only_the_partition_work():
-    sc = _scenario(call_overhead={"dist": "constant", "value": 0.01})
-    out = scale_compute(sc, 2.0)
-    assert out.workload.compute.value == pytest.approx(0.2) and out.workload.call_overhead.value == 0.01
-    assert sc.workload.compute.value == 0.1  # the original is unchanged
+def test_scale_cpu_work_scales_the_partitions_and_the_calls_only():
+    sc = _scenario(call_overhead={"dist": "constant", "value": 0.01}, cores=4)
+    out = scale_cpu_work(sc, 2.0)
+    assert out.workload.compute.value == pytest.approx(0.2) and out.workload.call_overhead.value == pytest.approx(0.02)
+    assert out.stragglers == sc.stragglers and out.network == sc.network and out.master == sc.master
+    assert sc.workload.compute.value == 0.1 and sc.workload.call_overhead.value == 0.01  # the original unchanged
+    assert scale_cpu_work(_scenario(), 3.0).workload.call_overhead is None  # none set: none added
 
 
 def test_simulate_writes_the_range_and_refuses_a_bad_drift(tmp_path, capsys):
@@ -151,3 +159,15 @@ def test_a_simulated_run_writes_no_machine_drift(tmp_path):
     assert main(["simulate", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     assert main(["calibrate", str(tmp_path / "run"), "--out", str(tmp_path / "c.yaml")]) == 0
     assert "speed_drift" not in yaml.safe_load((tmp_path / "c.yaml").read_text())["workload"]
+
+
+def test_a_call_overhead_without_cores_is_refused_not_dropped():
+    # both engines model it as CPU work on the shared cores; without cores it used to vanish silently
+    # (an iteration took the same time with or without it)
+    with pytest.raises(ConfigError, match=r"^workload\.call_overhead: expected no call_overhead without "
+                                          r"workload\.cores .*got a call_overhead with cores unset$"):
+        _scenario(call_overhead={"dist": "constant", "value": 0.02})
+    with_cores = _scenario(call_overhead={"dist": "constant", "value": 0.02}, cores=4)
+    without = _scenario(cores=4)
+    mean = lambda sc: simulate_with(sc, trace="iterations").iterations["duration_s"].mean()  # noqa: E731
+    assert mean(with_cores) - mean(without) == pytest.approx(0.02, rel=1e-9)  # one call per worker-iteration

@@ -122,6 +122,35 @@ def test_resume_computes_only_the_missing_points_and_equals_an_uninterrupted_run
     assert again.status == "finished" and again.computed == 0 and len(computed) == plan.total - 5
 
 
+def test_sigterm_in_the_cli_exits_143_and_a_later_command_is_not_marked(tmp_path, capsys, monkeypatch):
+    # a batch scheduler's SIGTERM: resumable like Ctrl-C, exit status 128 + 15 as a shell reports it;
+    # the next command in the same process (main is called twice) starts with no signal recorded
+    import signal
+
+    import gcsim.sweep.run as sweep_run
+
+    sf = sweep_file(tmp_path, {"seed": [1, 2, 3, 4]})
+    real, calls = sweep_run.evaluate_point, []
+
+    def terminated_at_the_third(plan, k, memo=None):
+        calls.append(k)
+        if len(calls) == 3:  # SIGTERM arrives: the handler in place runs (the sweep's own turns it into
+            # an interrupt; called directly, so a regression fails this test instead of ending pytest)
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+        return real(plan, k, memo)
+
+    monkeypatch.setattr(sweep_run, "evaluate_point", terminated_at_the_third)
+    out = tmp_path / "run"
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["sweep", str(sf), "--executor", "local", "--out", str(out), "--no-progress"]) == 143
+    assert f"--resume {out}" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before  # the sweep's handler was given back
+    monkeypatch.setattr(sweep_run, "evaluate_point", real)
+    restore = interrupt_sweep_points(monkeypatch, at_call=1)  # now a Ctrl-C
+    assert main(["sweep", str(sf), "--executor", "local", "--out", str(tmp_path / "b"), "--no-progress"]) == 130
+    restore()
+
+
 def test_ctrl_c_in_the_cli_leaves_a_resumable_run_and_says_how(tmp_path, capsys, monkeypatch):
     sf = sweep_file(tmp_path, {"seed": [1, 2, 3, 4, 5, 6]})
     restore = interrupt_sweep_points(monkeypatch, at_call=3)

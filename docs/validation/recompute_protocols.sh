@@ -4,7 +4,9 @@
 # Each pass's protocol.md / protocol.csv / protocol_summary.csv is replaced; line 3 of protocol.md says
 # when and why it was recomputed.  Usage, from the repository root:
 #     docs/validation/recompute_protocols.sh "<why: which change of the code>"
-# About 45-150 s of CPU per pass on a 2-vCPU VM (29 passes, ~50 min). Do not run it beside real runs or timed tests.
+# About 45-150 s of CPU per pass on a 2-vCPU VM (31 passes, ~50 min). Do not run it beside real runs or timed tests.
+# SHARD=k/N recomputes only the passes whose index in the list is k modulo N (two halves on two cores:
+# SHARD=0/2 ... & SHARD=1/2 ...).
 set -euo pipefail
 why=${1:?say why the passes are recomputed}
 GCSIM=${GCSIM:-.venv/bin/gcsim}
@@ -40,11 +42,21 @@ passes=(
   "$D/protocol-seed8-2026-12-05/real_expon|$D/protocol-seed8-2026-12-05/scenarios/real_expon.yaml|$D/protocol-seed8-2026-12-05/runs|"
   "$D/protocol-seed8-2026-12-05/real_default|$D/protocol-seed8-2026-12-05/scenarios/real_default.yaml|$D/protocol-seed8-2026-12-05/runs|"
   "$D/protocol-s2-2026-12-05/real_default_s2|$D/protocol-s2-2026-12-05/scenarios/real_default_s2.yaml|$D/protocol-s2-2026-12-05/runs|"
+  "$D/protocol-seed9-2026-12-05/noisy_real_expon|$D/protocol-seed9-2026-12-05/scenarios/real_expon.yaml|$D/protocol-seed9-2026-12-05/runs-noisy|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-seed9-2026-12-05/noisy_real_default|$D/protocol-seed9-2026-12-05/scenarios/real_default.yaml|$D/protocol-seed9-2026-12-05/runs-noisy|--noisy-neighbour --neighbour-session other"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+shard=${SHARD:-0/1}
+[[ $shard =~ ^[0-9]+/[1-9][0-9]*$ ]] || { echo "SHARD: expected k/N with N >= 1, got '$shard'" >&2; exit 2; }
+k=${shard%/*} n=${shard#*/}
+i=-1
 for p in "${passes[@]}"; do
+  i=$((i + 1))
+  (( i % n == k )) || continue
   IFS='|' read -r out scenario runs extra <<<"$p"
+  # a missing traces folder would make `gcsim study` start real runs instead of recomputing
+  [[ -d $runs && -f $out/protocol.md ]] || { echo "no committed pass at $out (traces $runs)" >&2; exit 1; }
   echo "== $out" >&2
   # shellcheck disable=SC2086
   $GCSIM study $scenario --out "$tmp/out" --runs-root "$runs" --protocol cross-scheme $extra >"$tmp/log" 2>&1 \

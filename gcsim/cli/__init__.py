@@ -13,7 +13,9 @@ import warnings
 import click
 
 from gcsim import __version__
-from gcsim.errors import GcsimError
+from gcsim.errors import GcsimError, RunStoppedError
+from gcsim.signals import interrupted_exit_status
+from gcsim.signals import reset as reset_signal
 
 #: top-level modules of the optional ``real`` extra (pyproject.toml); a command that needs one of them
 #: and runs without it gets a one-line error saying how to install them.
@@ -64,8 +66,10 @@ def cli():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point. Returns the exit status (0 ok, 1 check failed, 2 bad input)."""
+    """Console entry point. Returns the exit status (0 ok, 1 check failed, 2 bad input, 128 + the signal's
+    number when interrupted: 130 after Ctrl-C, 143 after SIGTERM, :mod:`gcsim.signals`)."""
     args = sys.argv[1:] if argv is None else list(argv)
+    reset_signal()  # the exit status of an interrupted command names its own signal (gcsim/signals.py)
     if not args:  # plain `gcsim`: the help, not an error
         with click.Context(cli, info_name="gcsim") as ctx:
             click.echo(cli.get_help(ctx))
@@ -92,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except click.exceptions.Abort:
         click.echo("gcsim: aborted", err=True)
-        return 130
+        return interrupted_exit_status()
+    except RunStoppedError as e:  # stopped by a signal where it cannot resume: not bad input
+        click.echo(f"gcsim: error: {e}", err=True)
+        return interrupted_exit_status()
     except GcsimError as e:
         click.echo(f"gcsim: error: {e}", err=True)
         return 2

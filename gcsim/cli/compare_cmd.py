@@ -59,7 +59,8 @@ _CHOICE_HELP = {
     "load_from": f"{_WITH_MEASURED}: the CPU other processes took from the workers, as measured in the calibration "
                  "run (a pure prediction) or during each target run (the machine's load then, an input recorded "
                  "beside its iteration times, never fitted to them).",
-    "speed_from": f"{_WITH_MEASURED} and --calibrate-from: per-partition CPU work as calibrated; probe = scaled by "
+    "speed_from": f"{_WITH_MEASURED} and --calibrate-from: the workers' CPU work (per partition and per call) as "
+                  "calibrated; probe = scaled by "
                   "each target's CPU-speed probe (meta.json cpu_probe, timed before its first iteration) over the "
                   "calibration run's (still a prediction); target = scaled to each target's measured CPU per "
                   "partition (a diagnostic of machine-speed drift between runs, basis 'given machine state', not "

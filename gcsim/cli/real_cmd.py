@@ -12,6 +12,7 @@ import click
 
 from gcsim.cli.options import field_choices, field_default
 from gcsim.real.config import RealConfig
+from gcsim.signals import interrupted_exit_status
 from gcsim.validation import POLICIES
 
 
@@ -155,4 +156,4 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
         click.echo(f"workers lost: {int(dead)} (status.json dead_workers says which, when and why)")
     if result.status == "interrupted":
         click.echo(f"continue with: gcsim real --resume {shlex.quote(str(result.run_dir))}")
-        click.get_current_context().exit(130)
+        click.get_current_context().exit(interrupted_exit_status())

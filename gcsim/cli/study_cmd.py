@@ -12,6 +12,7 @@ import pandas as pd
 from gcsim.cli.options import IntOption, command_line, field_default, model_option
 from gcsim.compare.pipeline import DEFAULT_WARMUP, CompareOptions
 from gcsim.real.config import DEFAULT_SCENARIO_NAME, RealConfig
+from gcsim.signals import interrupted_exit_status
 from gcsim.study.pipeline import StudyOptions
 from gcsim.study.protocol import DEFAULT_MODELS, NEIGHBOUR_SESSIONS, PROTOCOLS, ProtocolOptions
 
@@ -56,8 +57,8 @@ _HELP = f"""Measure every scheme on CIFAR-10, predict it with the simulator, com
     gcsim study --schemes uncoded,gc-fr --iterations 20 --out /tmp/v --runs-root /tmp/r
 
     \b
-    Exit status: 0 every verdict pass or warn, 1 some fail, 2 bad input, 130 interrupted (run the
-    same command again to resume).
+    Exit status: 0 every verdict pass or warn, 1 some fail, 2 bad input, 130 interrupted by Ctrl-C
+    or 143 by SIGTERM (run the same command again to resume).
     """
 
 
@@ -133,7 +134,7 @@ def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address
     result = run_study(options, command=_command_line(ctx), log=click.echo)
     if result.status == "interrupted":
         click.echo("gcsim study: interrupted; run the same command again to resume", err=True)
-        ctx.exit(130)
+        ctx.exit(interrupted_exit_status())
     from gcsim.compare.report import verdict_table
 
     click.echo(verdict_table(result.validation))
@@ -164,7 +165,7 @@ def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, 
     result = run_protocol(options, command=_command_line(ctx), log=click.echo)
     if result.status == "interrupted":
         click.echo("gcsim study: interrupted; run the same command again to resume", err=True)
-        ctx.exit(130)
+        ctx.exit(interrupted_exit_status())
     for _, r in result.summary.iterrows():
         cv = getattr(r, "worst_abs_mean_err_expectation", float("nan"))
         cv95 = getattr(r, "worst_abs_p95_err_expectation", float("nan"))

@@ -9,6 +9,7 @@ import click
 
 from gcsim.cli.options import IntOption, field_default, model_option
 from gcsim.real.config import RealConfig
+from gcsim.signals import interrupted_exit_status
 from gcsim.sweep.config import DEFAULT_SWEEP_ROOT
 from gcsim.sweep.run import AUTO_TASKS_PER_CPU, EXECUTORS, MAX_AUTO_CHUNK, run_sweep
 
@@ -89,7 +90,7 @@ def command(ctx, sweep, out_dir, resume, executor, address, connect_timeout, num
         else:
             click.echo(f"gcsim: interrupted with {res.done} of {res.total} points done; continue with: "
                        f"gcsim sweep {sweep} --resume {res.run_dir}", err=True)
-        raise click.exceptions.Exit(130)
+        raise click.exceptions.Exit(interrupted_exit_status())
     counts: dict = {}
     reasons: dict = {}
     for r in res.rows:

@@ -74,6 +74,7 @@ writes the scenario from both. Every public name of those modules is importable 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -152,6 +153,23 @@ class Calibration:
     idle_cores_per_worker: float = 0.0
     scheduler: str = "processor-sharing"
 
+    def at_speed(self, factor: float) -> "Calibration":
+        """This calibration on a machine ``factor`` times slower: the CPU-seconds the workers' calls spend —
+        the partition work (``compute_values_s``) and the per-call overhead (``overhead_values_s``) —
+        multiplied by ``factor``; transfers, the master, the other processes' load and the workers'
+        idle-time CPU (``idle_cores_per_worker``, a rate of Ray's threads, not work) unchanged. Used for a
+        CPU-speed drift between runs (:func:`gcsim.compare.pipeline.drift_half_width`) and for
+        ``--speed-from`` (docs/validation/README.md, finding 27: the speed a VM loses slows all of the
+        workers' code alike; before, only the partition work was scaled).
+
+        Raises:
+            ValueError: ``factor`` is not a finite number > 0.
+        """
+        if not (np.isfinite(factor) and factor > 0):
+            raise ValueError(f"speed factor must be a finite number > 0, got {factor!r}")
+        return dataclasses.replace(self, compute_values_s=self.compute_values_s * factor,
+                                   overhead_values_s=self.overhead_values_s * factor)
+
     def speed_spec(self) -> dict | None:
         """``workload.speed_variation`` of the scenario (``{sd, lag1}``), or None when not modelled."""
         return self.speed_variation.spec() if self.speed_variation is not None else None
@@ -160,8 +178,6 @@ class Calibration:
         """This calibration with the steady window's ``notes`` recorded (in ``notes`` and ``window_notes``)."""
         if not notes:
             return self
-        import dataclasses
-
         return dataclasses.replace(self, notes=tuple(self.notes) + tuple(notes),
                                    window_notes=tuple(self.window_notes) + tuple(notes))
 

@@ -115,8 +115,9 @@ class CompareOptions:
             CPU measured in the calibration run (a pure prediction); ``"target"`` – the one measured
             during each target run (an exogenous input recorded beside the target's iteration times,
             never fitted to them: "what would the model say, given the machine's load at that time").
-        speed_from: with ``cpu_source="measured"``: ``"calibration"`` (default) – per-partition CPU work
-            as calibrated; ``"probe"`` – scaled by the target run's CPU-speed probe over the
+        speed_from: with ``cpu_source="measured"``: ``"calibration"`` (default) – the workers' CPU work
+            (per partition and per call) as calibrated; ``"probe"`` – scaled
+            (:meth:`Calibration.at_speed`) by the target run's CPU-speed probe over the
             calibration run's (``meta.json`` ``cpu_probe.start``: partition gradients every worker timed
             before the run's first iteration, :meth:`gcsim.real.master.WorkerPool.probe`), a
             measurement of the machine, not of any iteration, so still a prediction (out of sample);
@@ -470,7 +471,8 @@ def probe_cpu_s(run: RunDir, when: str = "start") -> float:
 
 
 def speed_ratio(sources: Sequence[RunDir], run: RunDir, scheme: str, speed_from: str, w_src: int, w: int) -> float:
-    """Factor on the calibrated CPU work per partition for predicting ``(run, scheme)``:
+    """Factor on the workers' calibrated CPU work (per partition and per call, :meth:`Calibration.at_speed`)
+    for predicting ``(run, scheme)``:
     ``speed_from="probe"`` – the target's probe over the calibration runs' median probe
     (:func:`probe_cpu_s`); ``"target"`` – the target's measured CPU per partition over the
     calibration runs' (:func:`partition_cpu_s`, a diagnostic); 1.0 for ``"calibration"`` or when
@@ -518,6 +520,41 @@ def _fit_background(runs: RunDir | Sequence[RunDir], cal: Calibration, options: 
     return fit_pooled_background(as_runs(runs), cal, warmup=warmup, simulate=simulate, scheme=scheme)
 
 
+def _speed_spread(sources: Sequence[RunDir], warmup: int) -> tuple[list[tuple[float, int]], float, int]:
+    """What :func:`calibration_speed_cv` and :func:`calibration_speed_dof` are made of:
+    ``(within, between, runs)``. ``within``: ``(cv, B − 1)`` of every run-scheme with enough blocks,
+    :func:`speed_drift_cv` and its degrees of freedom (:func:`speed_block_medians`); ``between``: the
+    coefficient of variation of the run-schemes' median CPU per partition (:func:`partition_cpu_s`), on
+    ``runs − 1`` degrees of freedom (NaN with one); ``runs``: run-schemes with CPU clocks (at least 1).
+    A source with several schemes counts each scheme as a run."""
+    within: list[tuple[float, int]] = []
+    meds = []
+    for src in sources:
+        for sch in src.schemes:
+            wk = src.workers_of(sch)
+            cv = speed_drift_cv(wk, warmup)
+            if np.isfinite(cv):
+                within.append((float(cv), int(speed_block_medians(wk, warmup).size) - 1))
+            meds.append(partition_cpu_s(wk, src, warmup, sch))
+    meds_a = np.array(meds, float)
+    meds_a = meds_a[np.isfinite(meds_a)]
+    between = float(np.std(meds_a, ddof=1) / np.mean(meds_a)) if meds_a.size >= 2 else float("nan")
+    return within, between, max(1, int(meds_a.size))
+
+
+def _speed_variance_terms(sources: Sequence[RunDir], warmup: int) -> list[tuple[float, float]]:
+    """``σ_run²`` of :func:`calibration_speed_cv` as a sum of independent variance estimates, each with
+    its degrees of freedom: ``[(c_i, ν_i)]``, ``Σ c_i = σ_run²`` (empty without CPU clocks)."""
+    within, between, runs = _speed_spread(sources, warmup)
+    if not within:
+        return []
+    half = 0.5 if np.isfinite(between) else 1.0  # with R >= 2 runs: the mean of within² and between²
+    terms = [(half * cv ** 2 / len(within), float(dof)) for cv, dof in within]
+    if np.isfinite(between):
+        terms.append((0.5 * between ** 2, float(runs - 1)))
+    return terms
+
+
 def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
     """How far, one standard deviation as a fraction, the CPU speed of a run yet to come may differ from
     the speed the calibration run(s) measured: the CPU-speed drift that :func:`drift_half_width` carries
@@ -534,38 +571,38 @@ def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
     (:func:`partition_cpu_s`), and the two estimates are averaged: ``σ_run² = (within² + between²) / 2``.
 
     Args:
-        sources: the calibration runs (``R = len(sources)`` counts runs with CPU clocks).
+        sources: the calibration runs (``R`` counts those with CPU clocks; a source with several
+            schemes counts each scheme as a run).
         warmup: iterations dropped at the start of each run.
     Returns:
         ``σ_run·sqrt(1 + 1/R)`` (e.g. 0.07 for 7 %); NaN when no run has CPU clocks.
     """
-    cvs = [speed_drift_cv(src.workers_of(sch), warmup) for src in sources for sch in src.schemes]
-    cvs = [c for c in cvs if np.isfinite(c)]
-    if not cvs:
+    terms = _speed_variance_terms(sources, warmup)
+    if not terms:
         return float("nan")
-    within = float(np.sqrt(np.mean(np.square(cvs))))
-    meds = np.array([partition_cpu_s(src.workers_of(sch), src, warmup, sch) for src in sources for sch in src.schemes])
-    meds = meds[np.isfinite(meds)]
-    runs = max(1, int(meds.size))
-    if meds.size >= 2:
-        between = float(np.std(meds, ddof=1) / np.mean(meds))
-        sigma_run = float(np.sqrt((within ** 2 + between ** 2) / 2.0))
-    else:
-        sigma_run = within
-    return float(sigma_run * np.sqrt(1.0 + 1.0 / runs))
+    runs = _speed_spread(sources, warmup)[2]
+    return float(np.sqrt(sum(c for c, _ in terms)) * np.sqrt(1.0 + 1.0 / runs))
 
 
 def calibration_speed_dof(sources: Sequence[RunDir], warmup: int) -> float:
-    """Degrees of freedom of :func:`calibration_speed_cv`'s estimate: the blocks its within-run spreads
-    were taken over, less one per run and scheme (``Σ (B_r − 1)``, :func:`speed_block_medians`); with
-    seven 20-iteration blocks (a 150-iteration run) 6, so a 95 % interval takes Student's t quantile
-    2.45 instead of the normal 1.96 (the drift is estimated, not known). ``inf`` when no run has blocks."""
-    dof = 0
-    for src in sources:
-        for sch in src.schemes:
-            b = speed_block_medians(src.workers_of(sch), warmup).size
-            dof += max(b - 1, 0)
-    return float(dof) if dof > 0 else float("inf")
+    """Degrees of freedom of :func:`calibration_speed_cv`'s estimate, for Student's t in a 95 % interval
+    (the drift is estimated, not known: with seven 20-iteration blocks the quantile is 2.45, not 1.96).
+
+    ``σ_run²`` is a sum of independent variance estimates ``c_i`` (each run's ``within²`` share on its
+    ``B_r − 1`` degrees of freedom, :func:`speed_block_medians`; with ``R >= 2`` runs, ``between²/2`` on
+    ``R − 1``), so its degrees of freedom are Satterthwaite's, ``ν = (Σ c_i)² / Σ (c_i² / ν_i)``
+    (Satterthwaite 1946, *Biometrics Bulletin* 2(6):110–114): one run gives ``B − 1``; two runs that
+    disagree give close to 1, not the sum of their blocks. ``inf`` when no run has enough blocks; the sum
+    of the degrees of freedom when every estimate is 0 (nothing spread).
+    """
+    terms = _speed_variance_terms(sources, warmup)
+    terms = [(c, nu) for c, nu in terms if nu > 0]
+    if not terms:
+        return float("inf")
+    total = sum(c for c, _ in terms)
+    if total == 0:
+        return float(sum(nu for _, nu in terms))
+    return float(total ** 2 / sum(c ** 2 / nu for c, nu in terms))
 
 
 def drift_half_width(run: RunDir, scheme: str, calibration: Calibration, options: CompareOptions, sigma: float,
@@ -573,27 +610,27 @@ def drift_half_width(run: RunDir, scheme: str, calibration: Calibration, options
     """Half-width, in units of the relative mean error, that a CPU-speed drift of ``sigma`` (a
     fraction, one standard deviation) adds to a prediction of ``(run, scheme)``.
 
-    The scenario is simulated with the calibrated CPU work per partition scaled by ``1 - sigma`` and
-    ``1 + sigma`` (replication 0's seed: common random numbers, so only the speed differs), and the
-    half-width is ``z × (mean(1+σ) − mean(1−σ)) / 2 / observed mean``, ``z`` the quantile of
-    ``options.confidence`` of Student's t with ``dof`` degrees of freedom (the normal one for
-    ``dof = inf``, a σ given, not estimated; :func:`calibration_speed_dof` for a σ measured on a few
-    blocks) (a first-order propagation of the speed's uncertainty through the model: the delta method,
+    The scenario is simulated with the workers' calibrated CPU work (per partition and per call,
+    :meth:`Calibration.at_speed`) scaled by ``1 - sigma`` and ``1 + sigma`` (replication 0's seed:
+    common random numbers, so only the speed differs), and the half-width is
+    ``z × (mean(1+σ) − mean(1−σ)) / 2 / observed mean``, ``z`` the quantile of ``options.confidence``
+    of Student's t with ``dof`` degrees of freedom (the normal one for ``dof = inf``, a σ given, not
+    estimated; :func:`calibration_speed_dof` for a σ measured on a few blocks) (a first-order propagation of the speed's uncertainty through the model: the delta method,
     e.g. Law & Kelton, *Simulation Modeling and Analysis*, input-uncertainty).
 
     Returns:
         the half-width (>= 0); 0.0 when ``sigma`` is 0 (nothing drifted); NaN when ``sigma`` is not a
-        finite number >= 0 (no CPU clocks to measure it).
+        finite number in [0, 1) (no CPU clocks to measure it; or a drift of the whole speed or more,
+        where a machine ``1 - sigma`` times as fast does not exist: no interval is given).
     """
-    if not (np.isfinite(sigma) and sigma >= 0):
+    if not (np.isfinite(sigma) and 0 <= sigma < 1):
         return float("nan")
     if sigma == 0:
         return 0.0
     one = dataclasses.replace(options, replications=1)
     means = []
     for f in (1.0 - sigma, 1.0 + sigma):
-        cal = dataclasses.replace(calibration, compute_values_s=calibration.compute_values_s * f)
-        its, _ = simulate_like(run, scheme, cal, one, simulate)
+        its, _ = simulate_like(run, scheme, calibration.at_speed(f), one, simulate)
         means.append(float(drop_warmup(its, warmup)["duration_s"].mean()))
     obs_mean = float(drop_warmup(run.iterations_of(scheme), warmup)["duration_s"].mean())
     q = 0.5 + options.confidence / 2.0
@@ -746,8 +783,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                               background_per_iteration_cpu_s=it_bg,
                                               background_per_payload_byte_cpu_s=None)  # the target's own
             if options.speed_from != "calibration" and options.cpu_source == "measured" and sources is not None:
-                cal = dataclasses.replace(cal, compute_values_s=cal.compute_values_s
-                                          * speed_ratio(sources, run, sch, options.speed_from, w_src, w))
+                cal = cal.at_speed(speed_ratio(sources, run, sch, options.speed_from, w_src, w))
             sim_its, sim_wks = simulate_like(run, sch, cal, options, simulate)
             if options.mode == "paired":
                 check_replay(run.workers_of(sch), sim_wks[sim_wks["scheme"] == sch], run.label)

@@ -119,9 +119,10 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
         from gcsim.compare.pipeline import calibration_speed_cv, calibration_speed_dof
 
         sigma = calibration_speed_cv(runs, w)
-        if math.isfinite(sigma):  # the machine's drift, for gcsim simulate's prediction range
+        if math.isfinite(sigma) and sigma < 1:  # the machine's drift, for gcsim simulate's prediction range
             dof = calibration_speed_dof(runs, w)
-            data["workload"]["speed_drift"] = {"sd": round(sigma, 6), **({"dof": dof} if math.isfinite(dof) else {})}
+            data["workload"]["speed_drift"] = {"sd": round(sigma, 6),
+                                                **({"dof": max(round(dof, 3), 1.0)} if math.isfinite(dof) else {})}
     data["name"] = name or ("calibrated-" + data["name"])[:100]
     data["schemes"] = schemes if schemes is not None else default_schemes(run.n_workers)
     data["iterations"] = max(int(data.get("iterations") or 0), CALIBRATED_MIN_ITERATIONS)
@@ -161,8 +162,8 @@ def pooled_differences(runs: Sequence[RunDir]) -> list[str]:
 
 def _probe_lines(runs: list[RunDir]) -> list[str]:
     """Header lines giving each run's CPU-speed probe (meta.json ``cpu_probe.start``), so a user whose
-    machine runs faster or slower later can scale ``workload.compute`` by the ratio (issue 9); none
-    when no run has a probe."""
+    machine runs faster or slower later can scale the workers' CPU work (``workload.compute`` and
+    ``workload.call_overhead``) by the ratio (issue 9); none when no run has a probe."""
     from gcsim.compare.pipeline import probe_cpu_s
 
     probes = [(r.label, probe_cpu_s(r)) for r in runs]
@@ -170,7 +171,8 @@ def _probe_lines(runs: list[RunDir]) -> list[str]:
         return []
     vals = ", ".join(f"{v * 1e3:.2f} ms ({label})" for label, v in probes if math.isfinite(v))
     return [f"    the run's CPU-speed probe before its first iteration (one partition gradient, CPU time): {vals};",
-            "    on a machine (or day) whose probe differs, set workload.compute.scale to new probe / this one"]
+            "    on a machine (or day) whose probe differs, set workload.compute.scale and",
+            "    workload.call_overhead.scale to new probe / this one"]
 
 
 def _speed_lines(cal: Calibration) -> list[str]:

@@ -81,7 +81,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gcsim.errors import ConfigError, GcsimError, RunFailedError
+from gcsim.errors import ConfigError, GcsimError, RunFailedError, RunStoppedError
+from gcsim.signals import record as record_signal
 
 #: the ``--scheme`` name of the all-reduce baseline and its label in the traces
 ALLREDUCE = "allreduce"
@@ -454,7 +455,9 @@ def _execute(run, spec, gradient_bytes: float, progress: bool):
     old = {}
 
     def on_signal(signum, frame):
-        stop["signal"] = signal.Signals(signum).name
+        if stop["signal"] is None:
+            stop["signal"] = signal.Signals(signum).name
+            record_signal(signum)  # the exit status: 128 + its number
         raise KeyboardInterrupt
 
     storage = tempfile.mkdtemp(prefix="gcsim-train-")
@@ -498,7 +501,7 @@ def _execute(run, spec, gradient_bytes: float, progress: bool):
                         "framework": "ray.train.torch.TorchTrainer", "backend": "gloo"}
     except KeyboardInterrupt:
         run.write_status("interrupted", reason=stop["signal"] or "SIGINT", iterations_done=_done(run), **status_common)
-        raise RunFailedError(f"allreduce: stopped by {stop['signal'] or 'SIGINT'} (no resume for allreduce runs)") from None
+        raise RunStoppedError(f"allreduce: stopped by {stop['signal'] or 'SIGINT'} (no resume for allreduce runs)") from None
     except BaseException as e:
         run.write_status("failed", reason=str(e) if isinstance(e, GcsimError) else f"{type(e).__name__}: {e}",
                          iterations_done=_done(run), **status_common)

@@ -56,13 +56,16 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from gcsim.errors import ConfigError, GcsimError, RunDirError, RunFailedError
+from gcsim.errors import ConfigError, GcsimError, RunDirError, RunFailedError, RunStoppedError
 from gcsim.real.reaper import start_ray_reaper, stop_ray_reaper
 from gcsim.real.config import RealConfig, RealRunSpec, run_facts, split_legacy_keys, validate_real_config
 from gcsim.real.master import (ParameterServer, RunInterrupted, WorkerPool, fit_worker_cpus,
                                resolve_workers_per_process)
 from gcsim.real.rundir import METRICS_COLUMNS, RealRunDir
 from gcsim.rundir import NewRunDir, RunStatus, effective_status, new_run_dir, read_status
+from gcsim.signals import record as record_signal
+from gcsim.signals import reset as reset_signal
+from gcsim.signals import sigterm_as_interrupt
 from gcsim.validation import first_difference
 
 #: Default parent of new run directories.
@@ -328,6 +331,7 @@ class _StopFlag:
         self._old: dict = {}
 
     def __enter__(self):
+        reset_signal()  # a signal that came during an earlier run of a study, which then finished, is not this one's
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._old[sig] = signal.getsignal(sig)
@@ -346,32 +350,12 @@ class _StopFlag:
             raise KeyboardInterrupt
         self.set = True
         self.signal_name = signal.Signals(signum).name
+        record_signal(signum)  # the first one names the exit status, as it names status.json's reason
 
     def __exit__(self, *exc):
         for sig, old in self._old.items():
             signal.signal(sig, old)
         return False
-
-
-@contextmanager
-def _sigterm_as_interrupt():
-    """Until the iterations' stop flag (:class:`_StopFlag`) takes over, SIGTERM stops a run like
-    Ctrl-C (KeyboardInterrupt), so that a new run stopped before its first checkpoint is removed
-    (:func:`guard_run`) instead of ended at once with its directory half-written. Only where SIGTERM
-    still has its default action (a caller's own handler is left alone) and in the main thread."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
-        yield
-        return
-
-    def _interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def run_real(spec: RealRunSpec, out_dir: str | Path | None = None, *, progress: bool = True,
@@ -403,7 +387,7 @@ def run_real(spec: RealRunSpec, out_dir: str | Path | None = None, *, progress: 
             raise RunDirError(f"{out_dir}: holds a run that stopped before its first checkpoint (status "
                               f"{st.value if st else 'missing'}; nothing to resume): remove it or choose another --out")
         raise RunDirError(f"{out_dir}: already holds a run (use --resume {out_dir} to continue it)")
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt(only_if_default=True):
         # created and claimed now, exclusively: two runs never share a directory
         new = new_run_dir(out_dir, root=DEFAULT_RUNS_ROOT, prefix=spec.scheme, prefix_field="--scheme")
         try:
@@ -548,7 +532,7 @@ def resume_real(run_dir: str | Path, *, iterations: int | None = None, progress:
                           f"done, got {spec.iterations} (pass --iterations to extend the run)")
     if iterations is not None or given:
         run.write_config(spec)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt(only_if_default=True):
         return guard_run(run, lambda: RealRun(run, spec, checkpoint=checkpoint, progress=progress,
                                               hooks=hooks).execute())
 
@@ -701,8 +685,8 @@ class RealRun:
             if self.pool is not None:
                 self.pool.shutdown()
             if isinstance(e, (RunInterrupted, KeyboardInterrupt)):
-                e = RunFailedError(f"stopped by {stop.signal_name or 'SIGINT'} before the first iteration "
-                                   f"of this session")
+                e = RunStoppedError(f"stopped by {stop.signal_name or 'SIGINT'} before the first iteration "
+                                    f"of this session")
             reason = str(e) if isinstance(e, GcsimError) else f"{type(e).__name__}: {e}"
             self.run.write_status("failed", reason=reason, iterations_done=self.start_it, **self.status_common)
             if isinstance(e, RunFailedError):

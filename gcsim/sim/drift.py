@@ -4,9 +4,9 @@ speed drifts between runs (``workload.speed_drift``, :class:`gcsim.scenario.Spee
 A prediction calibrated on one run assumes that run's CPU speed; a shared VM's speed wanders by 5–9 %
 between runs minutes apart (docs/validation/README.md, findings 15, 16 and 25), which moves a CPU-bound
 scheme's mean 1:1 and a delay-bound one hardly at all. :func:`mean_ranges` propagates a drift of one
-standard deviation ``sd`` through the simulator — the scenario simulated with the partition work
-(``workload.compute``) scaled by ``1 - sd`` and ``1 + sd``, the same seed (common random numbers, so
-only the speed differs) — to first order (the delta method of input uncertainty: Law & Kelton,
+standard deviation ``sd`` through the simulator — the scenario simulated with the workers' CPU work
+(``workload.compute`` and ``workload.call_overhead``) scaled by ``1 - sd`` and ``1 + sd``, the same
+seed (common random numbers, so only the speed differs) — to first order (the delta method of input uncertainty: Law & Kelton,
 *Simulation Modeling and Analysis*, 5th ed., §12.5), and adds the simulated mean's own sampling error
 (batch means, §9.5.3) in quadrature. ``gcsim compare`` scores the same construction against measured
 runs (:func:`gcsim.compare.pipeline.drift_half_width`; its coverage over the committed passes is in
@@ -14,9 +14,7 @@ docs/validation/README.md).
 
 What the range is not: it is for the *expected* (long-run) mean; a single run of a few hundred
 iterations adds its own straggler luck (±3–11 % at 200 iterations under the committed straggler
-models). The model's own error (1–3 %) is not in it, and the drift scales the partition work only, as
-``gcsim compare`` does — ``call_overhead`` (CPU at the same speed, a few ms per call) stays as
-measured, so a CPU-bound scheme's range is a little narrow.
+models). The model's own error (1–3 %) is not in it.
 """
 
 from __future__ import annotations
@@ -38,15 +36,19 @@ RANGE_COLUMNS = ["scheme", "mean_s", "mean_lo_s", "mean_hi_s", "speed_drift_sd",
                  "mean_slow_s", "mean_fast_s", "drift_half_width_s", "sampling_se_s", "confidence"]
 
 
-def scale_compute(sc: Scenario, factor: float) -> Scenario:
-    """``sc`` with every partition's work (``workload.compute``) multiplied by ``factor`` (a machine
-    ``factor`` times slower; ``call_overhead`` and everything else unchanged).
+def scale_cpu_work(sc: Scenario, factor: float) -> Scenario:
+    """``sc`` on a machine ``factor`` times slower: the workers' CPU work — every partition's
+    (``workload.compute``) and every call's (``workload.call_overhead``, when set) — multiplied by
+    ``factor``; delays, transfers, the master and the background unchanged (as
+    :meth:`gcsim.compare.calibrate.Calibration.at_speed` for ``gcsim compare``).
 
     Raises:
         ValueError: ``factor`` is not a finite number > 0.
     """
-    workload = sc.workload.model_copy(update={"compute": scaled_spec(sc.workload.compute, factor)})
-    return sc.model_copy(update={"workload": workload})
+    update = {"compute": scaled_spec(sc.workload.compute, factor)}
+    if sc.workload.call_overhead is not None:
+        update["call_overhead"] = scaled_spec(sc.workload.call_overhead, factor)
+    return sc.model_copy(update={"workload": sc.workload.model_copy(update=update)})
 
 
 def batch_means_se(x: np.ndarray, batches: int = BATCHES) -> float:
@@ -88,7 +90,7 @@ def mean_ranges(sc: Scenario, iterations: pd.DataFrame, simulate: Callable[[Scen
     q_t = q_z if drift.dof is None else float(stats.t.ppf(q, float(drift.dof)))
     slow = fast = iterations
     if sd > 0:
-        slow, fast = simulate(scale_compute(sc, 1.0 + sd)), simulate(scale_compute(sc, 1.0 - sd))
+        slow, fast = simulate(scale_cpu_work(sc, 1.0 + sd)), simulate(scale_cpu_work(sc, 1.0 - sd))
     rows = []
     for label, g in iterations.groupby("scheme", sort=False):
         label = str(label)

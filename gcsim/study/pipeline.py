@@ -34,6 +34,7 @@ import pandas as pd
 
 from gcsim.errors import ConfigError, RunFailedError
 from gcsim.rundir import set_aside
+from gcsim.signals import sigterm_as_interrupt
 from gcsim.study.plan import RunPlan, plan_run
 
 #: defaults of the command line.
@@ -179,7 +180,15 @@ def _fmt_s(x) -> str:
 
 
 def _execute_runs(runs: list[SchemeRun], *, progress: bool, log: Callable[[str], None]) -> bool:
-    """Run every planned scheme in one Ray session. Returns False when a run was interrupted."""
+    """Run every planned scheme in one Ray session. Returns False when a run was interrupted (SIGINT or
+    SIGTERM during a run: its checkpoint is kept); a SIGTERM between runs raises KeyboardInterrupt like
+    Ctrl-C there (:func:`gcsim.signals.sigterm_as_interrupt`: Ray's driver would otherwise exit 15)."""
+    with sigterm_as_interrupt() as reinstall:
+        return _execute_runs_guarded(runs, progress=progress, log=log, reinstall=reinstall)
+
+
+def _execute_runs_guarded(runs: list[SchemeRun], *, progress: bool, log: Callable[[str], None],
+                          reinstall: Callable[[], None]) -> bool:
     from gcsim.real.data import require_prepared
     from gcsim.real.runner import ray_session, resume_real, run_real
 
@@ -193,6 +202,7 @@ def _execute_runs(runs: list[SchemeRun], *, progress: bool, log: Callable[[str],
         if r.plan.action != "resume":
             require_prepared(r.spec.options.data_dir)
     with ray_session(**todo[0].spec.ray_kwargs()):
+        reinstall()  # ray.init installed the driver's own SIGTERM handler
         for r in todo:
             k = runs.index(r) + 1
             verb = {"start": "starting", "resume": "resuming", "restart": "restarting"}[r.plan.action]

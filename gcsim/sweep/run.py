@@ -29,9 +29,7 @@ import json
 import math
 import os
 import re
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +39,7 @@ from gcsim import __version__
 from gcsim.errors import ConfigError, GcsimError, RunFailedError
 from gcsim.rundir import (CLAIM_NAME, Claim, RunStatus, atomic_write_text, claim_pid, effective_status, new_run_dir,
                           read_status, take_claim, utc_now_iso, write_status)
+from gcsim.signals import sigterm_as_interrupt
 from gcsim.sweep.config import DEFAULT_SWEEP_ROOT, FIXED_AXIS_COLUMNS, SweepPlan, display
 from gcsim.validation import first_difference
 
@@ -421,24 +420,6 @@ def _claim_existing(run_dir: Path) -> Claim:
     return claim
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[Callable[[], None]]:
-    """SIGTERM raises KeyboardInterrupt while active (a batch scheduler's stop leaves a resumable run, like
-    Ctrl-C); yields ``reinstall`` (Ray's driver installs its own SIGTERM handler at ``ray.init``)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: None
-        return
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield lambda: signal.signal(signal.SIGTERM, handler)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _load() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -517,7 +498,7 @@ def run_sweep(plan: SweepPlan, *, out_dir: str | Path | None = None, resume: str
                      sessions=sessions)
         log = PointLog(run_dir / POINTS_LOG)
         info: dict = {}
-        with _sigterm_interrupts() as reinstall, _bar(progress, total, len(done), plan.name, executor) as bar:
+        with sigterm_as_interrupt() as reinstall, _bar(progress, total, len(done), plan.name, executor) as bar:
             if not todo:
                 points = iter(())
             elif executor == "ray":
