@@ -307,8 +307,9 @@ class Scenario(_Model):
                                  "takes a share of)", _GivenLabel("a background with cores unset"))
         if self.workload.call_overhead is not None and self.workload.cores is None:
             # the engines model it as CPU work on the shared cores; without them it was silently dropped
-            raise SpecFieldError("workload.call_overhead", "no call_overhead without workload.cores (it is CPU "
-                                 "work on the cores the workers share)", _GivenLabel("a call_overhead with cores unset"))
+            raise SpecFieldError("workload.call_overhead", "workload.cores set with it (call_overhead is CPU work "
+                                 "on the cores the workers share: set workload.cores, e.g. 2, or remove "
+                                 "call_overhead)", _GivenLabel("a call_overhead with cores unset"))
         if self.workload.scheduler == "per-core" and self.workload.cores is None:
             raise SpecFieldError("workload.scheduler", "per-core only with workload.cores (the cores whose run "
                                  "queues it models)", _GivenLabel("per-core with cores unset"))

@@ -294,9 +294,10 @@ def test_calibrate_command_writes_a_scenario_simulate_runs(tmp_path, capsys):
     assert "uncoded" in names and "gc-fr" in names
     # a prediction, not one short draw of stragglers: at least CALIBRATED_MIN_ITERATIONS, fresh seed, both said
     run_its = int(pd.read_csv(run_dir / "iterations.csv")["iteration"].nunique())
-    assert data["iterations"] == max(run_its, 2000) and data["seed"] == 1
+    # the run's seed is 1: the file takes 2 (seed 1 would replay the run's own straggler draws)
+    assert data["iterations"] == max(run_its, 2000) and data["seed"] == 2
     assert f"# iterations: {max(run_its, 2000)} (the run had {run_its}" in text
-    assert "seed: 1 (fresh straggler draws, not the run's seed" in text
+    assert "seed: 2 (fresh straggler draws, not the seed of the run: 1)" in text
     assert "set workload.compute.scale to 6 / new n_workers" in text
     capsys.readouterr()
     assert main(["simulate", str(out), "--iterations", "20", "--out", str(tmp_path / "sim"), "--schemes", "uncoded,gc-fr"]) == 0

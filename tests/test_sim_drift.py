@@ -164,10 +164,22 @@ def test_a_simulated_run_writes_no_machine_drift(tmp_path):
 def test_a_call_overhead_without_cores_is_refused_not_dropped():
     # both engines model it as CPU work on the shared cores; without cores it used to vanish silently
     # (an iteration took the same time with or without it)
-    with pytest.raises(ConfigError, match=r"^workload\.call_overhead: expected no call_overhead without "
-                                          r"workload\.cores .*got a call_overhead with cores unset$"):
+    with pytest.raises(ConfigError, match=r"^workload\.call_overhead: expected workload\.cores set with it "
+                                          r"\(.*set workload\.cores, e\.g\. 2, or remove call_overhead\), "
+                                          r"got a call_overhead with cores unset$"):
         _scenario(call_overhead={"dist": "constant", "value": 0.02})
     with_cores = _scenario(call_overhead={"dist": "constant", "value": 0.02}, cores=4)
     without = _scenario(cores=4)
     mean = lambda sc: simulate_with(sc, trace="iterations").iterations["duration_s"].mean()  # noqa: E731
     assert mean(with_cores) - mean(without) == pytest.approx(0.02, rel=1e-9)  # one call per worker-iteration
+
+
+def test_calibrate_names_pooled_runs_made_under_different_loads(tmp_path, capsys):
+    # a quiet run and one beside a busy neighbour, pooled: gcsim compare said so, gcsim calibrate did not
+    noisy = ROOT / "docs/validation/protocol-seed9-2026-12-05/runs-noisy/real_expon/uncoded-a"
+    out = tmp_path / "pooled.yaml"
+    assert main(["calibrate", str(QUIET_UNCODED), str(noisy), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note: calibration runs uncoded-a (" in err and "ran under other-process loads that differ" in err
+    data = yaml.safe_load(out.read_text())
+    assert data["seed"] not in {read_run_dir(QUIET_UNCODED).scenario.seed, read_run_dir(noisy).scenario.seed}

@@ -52,6 +52,11 @@ def command(run_dirs, out_path, warmup, calibration_window, force):
                                            on_note=lambda note: click.echo(f"note: {note}", err=True))
     for warning in pooled_differences(runs):
         click.echo(f"warning: {warning}", err=True)
+    from gcsim.compare.stalls import pooled_load_note
+
+    load_note = pooled_load_note(runs)  # as gcsim compare says it for the same runs
+    if load_note:
+        click.echo(f"note: {load_note}", err=True)
     click.echo(f"wrote {path}" + (f" (+ {', '.join(p.name for p in side)})" if side else ""))
     click.echo(f"next: gcsim simulate {path}")
     return 0

@@ -6,6 +6,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 
 import click
 
@@ -55,7 +56,7 @@ class _SpeedDrift(FloatOption):
 
 def _ranges(sc, result, engine: str, progress):
     """:func:`gcsim.sim.drift.mean_ranges` of a finished simulation: two more runs of the same engine and
-    seed with the partition work ×(1 ± sd); without per-iteration rows (``--trace none``) the summary's
+    seed with the workers' CPU work ×(1 ± sd); without per-iteration rows (``--trace none``) the summary's
     means, without a sampling error."""
     import pandas as pd
 
@@ -107,6 +108,7 @@ def terminate_as_exit(status: int = 128 + signal.SIGTERM):
         return
 
     def _exit(signum, frame):
+        sys.stderr.write("gcsim: stopped by SIGTERM\n")  # as Ctrl-C says "gcsim: aborted"
         sys.exit(status)
 
     previous = signal.signal(signal.SIGTERM, _exit)
@@ -114,6 +116,13 @@ def terminate_as_exit(status: int = 128 + signal.SIGTERM):
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def stats_t_ratio(dof: float) -> float:
+    """Student's t 97.5 % quantile with ``dof`` degrees of freedom over the normal one (1.96)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, dof) / stats.norm.ppf(0.975))
 
 
 @click.command("simulate")
@@ -172,7 +181,9 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
         run = new_run_dir(out_dir, root=DEFAULT_SIM_ROOT, prefix=sc.name)
         try:
             result = simulate_with(sc, engine, trace=trace, progress=progress)
+            t_range = time.perf_counter()
             ranges = _ranges(sc, result, engine, progress) if sc.workload.speed_drift is not None else None
+            range_s = time.perf_counter() - t_range
             path = write_sim_run(result, sc, run, ranges=ranges)
         except MemoryError:
             run.discard()
@@ -186,18 +197,29 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
             run.discard()
             raise
     click.echo(f"{sc.name}: n={sc.n_workers}, {sc.iterations} iterations, seed {sc.seed}, policy {sc.policy} "
-               f"(simulated in {result.wall_s:.1f} s, engine {result.engine}"
+               f"(simulated in {result.wall_s:.1f} s"
+               f"{f' + {range_s:.1f} s for the range' if ranges is not None and range_s >= 0.05 else ''}, "
+               f"engine {result.engine}"
                f"{' because of ' + result.engine_note if result.engine_note else ''})")
     click.echo(format_table(result.summary, ranges))
     if ranges is not None:
         d = sc.workload.speed_drift
         source = "--speed-drift" if speed_drift is not None else "the scenario's workload.speed_drift"
-        click.echo(f"mean_95%_range_s: the expected mean on this machine at another time, its CPU speed drifting "
-                   f"by {d.sd * 100:.3g} % (one SD{'' if d.dof is None else f', {d.dof:g} degrees of freedom'}; "
-                   f"{source}), with this simulation's sampling error (prediction_range.csv). Not in it: one "
-                   f"run's own straggler luck (a few hundred iterations: several %) and the model's error "
-                   f"(1-3 % on our VM); a drift measured on one run's own blocks under-states the drift between "
-                   f"runs (1.4x on our VM): docs/validation/README.md findings 25-26.")
+        if d.sd == 0:
+            click.echo(f"mean_95%_range_s: this simulation's sampling error alone (speed drift 0, {source}; "
+                       f"prediction_range.csv)")
+        else:
+            click.echo(f"mean_95%_range_s: the expected mean on this machine at another time, its CPU speed "
+                       f"drifting by {d.sd * 100:.3g} % (one SD"
+                       f"{'' if d.dof is None else f', {d.dof:g} degrees of freedom'}; {source}), with this "
+                       f"simulation's sampling error (prediction_range.csv). Not in it: one run's own straggler "
+                       f"luck (a few hundred iterations: several %) and the model's error (1-3 % on our VM); a "
+                       f"drift measured on one run's own blocks under-states the drift between runs (1.4x on our "
+                       f"VM): docs/validation/README.md findings 25-27.")
+            if d.dof is not None and d.dof < 3:
+                click.echo(f"note: the drift was estimated on {d.dof:g} degrees of freedom (calibration runs that "
+                           f"disagree): Student's t widens the range {stats_t_ratio(d.dof):.1f}x over a known "
+                           f"drift; one more calibration run narrows it")
     for line in refusal_lines(result.refusals):
         click.echo(line)
     click.echo(f"wrote {path}")

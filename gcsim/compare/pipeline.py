@@ -544,13 +544,19 @@ def _speed_spread(sources: Sequence[RunDir], warmup: int) -> tuple[list[tuple[fl
 
 def _speed_variance_terms(sources: Sequence[RunDir], warmup: int) -> list[tuple[float, float]]:
     """``σ_run²`` of :func:`calibration_speed_cv` as a sum of independent variance estimates, each with
-    its degrees of freedom: ``[(c_i, ν_i)]``, ``Σ c_i = σ_run²`` (empty without CPU clocks)."""
+    its degrees of freedom: ``[(c_i, ν_i)]``, ``Σ c_i = σ_run²`` (empty without CPU clocks). With
+    ``R >= 2`` runs whose medians lie further apart than their own blocks spread (``between > within``),
+    the mean of ``within²`` and ``between²``; else ``within²`` alone: runs that happen to agree do not
+    make the drift smaller than each shows within itself, which already under-states the drift between
+    runs (docs/validation/README.md, findings 25 and 27)."""
     within, between, runs = _speed_spread(sources, warmup)
     if not within:
         return []
-    half = 0.5 if np.isfinite(between) else 1.0  # with R >= 2 runs: the mean of within² and between²
+    within2 = float(np.mean([cv ** 2 for cv, _ in within]))
+    pooled = np.isfinite(between) and between ** 2 > within2
+    half = 0.5 if pooled else 1.0
     terms = [(half * cv ** 2 / len(within), float(dof)) for cv, dof in within]
-    if np.isfinite(between):
+    if pooled:
         terms.append((0.5 * between ** 2, float(runs - 1)))
     return terms
 
@@ -568,7 +574,9 @@ def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
     :func:`gcsim.compare.estimators.speed_drift_cv` (the spread of ~10 s block medians inside a run: on
     this project's VM 5.3 % for 20 s blocks against 6.5 % for whole 2-minute runs, finding 16); with
     ``R >= 2`` runs, also by ``between``, the coefficient of variation of their median CPU per partition
-    (:func:`partition_cpu_s`), and the two estimates are averaged: ``σ_run² = (within² + between²) / 2``.
+    (:func:`partition_cpu_s`), and the two estimates are averaged, ``σ_run² = (within² + between²) / 2``,
+    when ``between > within``; else ``σ_run = within`` (a floor: two runs that happen to agree say
+    little, and one run's blocks already under-state the drift between runs, finding 25).
 
     Args:
         sources: the calibration runs (``R`` counts those with CPU clocks; a source with several
@@ -589,8 +597,8 @@ def calibration_speed_dof(sources: Sequence[RunDir], warmup: int) -> float:
     (the drift is estimated, not known: with seven 20-iteration blocks the quantile is 2.45, not 1.96).
 
     ``σ_run²`` is a sum of independent variance estimates ``c_i`` (each run's ``within²`` share on its
-    ``B_r − 1`` degrees of freedom, :func:`speed_block_medians`; with ``R >= 2`` runs, ``between²/2`` on
-    ``R − 1``), so its degrees of freedom are Satterthwaite's, ``ν = (Σ c_i)² / Σ (c_i² / ν_i)``
+    ``B_r − 1`` degrees of freedom, :func:`speed_block_medians`; with ``R >= 2`` runs further apart than
+    their blocks spread, ``between²/2`` on ``R − 1``), so its degrees of freedom are Satterthwaite's, ``ν = (Σ c_i)² / Σ (c_i² / ν_i)``
     (Satterthwaite 1946, *Biometrics Bulletin* 2(6):110–114): one run gives ``B − 1``; two runs that
     disagree give close to 1, not the sum of their blocks. ``inf`` when no run has enough blocks; the sum
     of the degrees of freedom when every estimate is 0 (nothing spread).
@@ -699,12 +707,12 @@ def prediction_interval(err: float, lo: float, hi: float, drift: float) -> dict:
     """``validation.csv`` columns of the mean error's prediction interval: the sampling CI
     ``[lo, hi]`` around ``err`` widened by the drift half-width ``drift`` in quadrature on each side
     (independent sources of error): ``err_mean_drift``, ``err_mean_pi_lo``, ``err_mean_pi_hi`` and
-    ``pi_covers`` (whether the interval holds 0, i.e. the measured mean); NaN / None without a drift
-    or without a finite error and CI."""
+    ``pi_covers`` (whether the interval holds 0, i.e. the measured mean); the lower end at least -1 (a
+    predicted mean is not below 0 s); NaN / None without a drift or without a finite error and CI."""
     if not (np.isfinite(drift) and np.isfinite(err) and np.isfinite(lo) and np.isfinite(hi)):
         return {"err_mean_drift": float("nan"), "err_mean_pi_lo": float("nan"), "err_mean_pi_hi": float("nan"),
                 "pi_covers": None}
-    p_lo = err - float(np.hypot(err - lo, drift))
+    p_lo = max(err - float(np.hypot(err - lo, drift)), -1.0)  # a prediction is >= 0 s: the error >= -100 %
     p_hi = err + float(np.hypot(hi - err, drift))
     return {"err_mean_drift": drift, "err_mean_pi_lo": p_lo, "err_mean_pi_hi": p_hi,
             "pi_covers": bool(p_lo <= 0.0 <= p_hi)}

@@ -127,7 +127,7 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
     data["schemes"] = schemes if schemes is not None else default_schemes(run.n_workers)
     data["iterations"] = max(int(data.get("iterations") or 0), CALIBRATED_MIN_ITERATIONS)
     data.pop("seed", None)
-    data["seed"] = 1
+    data["seed"] = fresh_seed(runs)
     return data, cal
 
 
@@ -158,6 +158,16 @@ def pooled_differences(runs: Sequence[RunDir]) -> list[str]:
             out.append(f"{f}: copied from run {first.label} ({first.path}); run {r.label} ({r.path}) differs "
                        f"(it contributed only the calibrated times)")
     return out
+
+
+def fresh_seed(runs: Sequence[RunDir]) -> int:
+    """The smallest positive straggler seed none of ``runs`` used: a calibrated scenario's draws are
+    fresh, not the calibration run's own (the keyed streams would replay them under the same seed)."""
+    used = {int(r.scenario.seed) for r in runs if r.scenario.seed is not None}
+    seed = 1
+    while seed in used:
+        seed += 1
+    return seed
 
 
 def _probe_lines(runs: list[RunDir]) -> list[str]:
@@ -191,10 +201,16 @@ def _drift_lines(data: dict, runs: list[RunDir]) -> list[str]:
     """The calibrated YAML's comment on ``workload.speed_drift`` (none when not measured)."""
     drift = data.get("workload", {}).get("speed_drift")
     if not drift:
+        if runs and all(r.executor == "real" for r in runs):  # say why a real run's file has no range
+            return ["  workload.speed_drift: not written: the run(s) had too few 20-iteration blocks of CPU",
+                    "    clocks after the warm-up to measure the machine's drift (3 or more: about 70 iterations);",
+                    "    gcsim simulate --speed-drift SD gives each mean a range with a drift you know (e.g. 0.075)."]
         return []
     how = ("the spread of this run's ~10-s blocks of CPU per partition, x sqrt(2) for a run yet to come"
            if len(runs) == 1 else f"the spread within and between the {len(runs)} runs")
     dof = f"{drift['dof']:g} degrees of freedom; " if "dof" in drift else ""
+    if "dof" in drift and drift["dof"] < 3:
+        dof += "few (runs that disagree): Student's t makes the range wide; "
     lines = [f"  workload.speed_drift: sd {drift['sd']:.3f}: how far a later run's CPU speed may lie from this one's",
              f"    ({how});",
              f"    {dof}gcsim simulate gives each scheme's expected mean a 95 % range from it (not one run's",
@@ -268,8 +284,9 @@ def _header(runs: list[RunDir], cal: Calibration, command: str, data: dict | Non
         "Notes: " + ("; ".join(n for n in d["notes"] if n not in cal.window_notes) or "none"),
         "",
         f"iterations: {max(run_iterations, CALIBRATED_MIN_ITERATIONS)} (the run had {run_iterations}; at least "
-        f"{CALIBRATED_MIN_ITERATIONS}, so the predicted mean is not one short draw of stragglers); seed: 1 (fresh "
-        f"straggler draws, not the run's seed {run.scenario.seed}).",
+        f"{CALIBRATED_MIN_ITERATIONS}, so the predicted mean is not one short draw of stragglers); seed: "
+        f"{fresh_seed(runs)} (fresh straggler draws, not the seed of the run{'s' if len(runs) > 1 else ''}: "
+        f"{', '.join(str(r.scenario.seed) for r in runs)}).",
         "Edit schemes, stragglers or iterations and run: gcsim simulate <this file>.",
         f"Changing n_workers keeps the per-partition compute of this run (global batch split into "
         f"{run.n_workers} partitions);",
