@@ -598,8 +598,8 @@ def calibration_speed_dof(sources: Sequence[RunDir], warmup: int) -> float:
 
     ``σ_run²`` is a sum of independent variance estimates ``c_i`` (each run's ``within²`` share on its
     ``B_r − 1`` degrees of freedom, :func:`speed_block_medians`; with ``R >= 2`` runs further apart than
-    their blocks spread, ``between²/2`` on ``R − 1``), so its degrees of freedom are Satterthwaite's, ``ν = (Σ c_i)² / Σ (c_i² / ν_i)``
-    (Satterthwaite 1946, *Biometrics Bulletin* 2(6):110–114): one run gives ``B − 1``; two runs that
+    their blocks spread, ``between²/2`` on ``R − 1``), so its degrees of freedom are Satterthwaite's,
+    ``ν = (Σ c_i)² / Σ (c_i² / ν_i)`` (Satterthwaite 1946, *Biometrics Bulletin* 2(6):110–114): one run gives ``B − 1``; two runs that
     disagree give close to 1, not the sum of their blocks. ``inf`` when no run has enough blocks; the sum
     of the degrees of freedom when every estimate is 0 (nothing spread).
     """

@@ -207,7 +207,8 @@ def _drift_lines(data: dict, runs: list[RunDir]) -> list[str]:
                     "    gcsim simulate --speed-drift SD gives each mean a range with a drift you know (e.g. 0.075)."]
         return []
     how = ("the spread of this run's ~10-s blocks of CPU per partition, x sqrt(2) for a run yet to come"
-           if len(runs) == 1 else f"the spread within and between the {len(runs)} runs")
+           if len(runs) == 1 else f"the spread within the {len(runs)} runs, averaged with the spread between "
+           f"them where that is larger")
     dof = f"{drift['dof']:g} degrees of freedom; " if "dof" in drift else ""
     if "dof" in drift and drift["dof"] < 3:
         dof += "few (runs that disagree): Student's t makes the range wide; "
