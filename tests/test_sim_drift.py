@@ -115,6 +115,12 @@ def test_simulate_writes_the_range_and_refuses_a_bad_drift(tmp_path, capsys):
     assert r.mean_hi_s - r.mean_lo_s == pytest.approx(2 * 1.959963984540054 * 0.2 * 0.1, rel=1e-7)  # CSV: 10 digits
     assert f"{r.mean_lo_s:.4f}-{r.mean_hi_s:.4f}" in out and "drifting by 20 % (one SD; --speed-drift)" in out
     assert "Not in it: one run's own straggler luck" in out  # what the range leaves out is said
+    assert "under-states" not in out  # a drift the user gives is not one run's blocks
+    data["workload"]["speed_drift"] = {"sd": 0.05, "dof": 9}  # as gcsim calibrate writes it
+    path.write_text(yaml.safe_dump(data))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "m"), "--no-progress"]) == 0
+    assert "a drift measured on one run's own blocks under-states the drift between runs" in capsys.readouterr().out
+    del data["workload"]["speed_drift"]
     assert main(["simulate", str(path), "--out", str(tmp_path / "c"), "--speed-drift", "1"]) == 2
     assert capsys.readouterr().err.strip() == "gcsim: error: --speed-drift: expected none or a number in [0, 1), got '1'"
     assert not (tmp_path / "c").exists()

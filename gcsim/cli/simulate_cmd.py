@@ -209,13 +209,14 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
             click.echo(f"mean_95%_range_s: this simulation's sampling error alone (speed drift 0, {source}; "
                        f"prediction_range.csv)")
         else:
+            measured = d.dof is not None and speed_drift is None  # estimated by gcsim calibrate, not given
             click.echo(f"mean_95%_range_s: the expected mean on this machine at another time, its CPU speed "
                        f"drifting by {d.sd * 100:.3g} % (one SD"
                        f"{'' if d.dof is None else f', {d.dof:g} degrees of freedom'}; {source}), with this "
                        f"simulation's sampling error (prediction_range.csv). Not in it: one run's own straggler "
-                       f"luck (a few hundred iterations: several %) and the model's error (1-3 % on our VM); a "
-                       f"drift measured on one run's own blocks under-states the drift between runs (1.4x on our "
-                       f"VM): docs/validation/README.md findings 25-27.")
+                       f"luck (a few hundred iterations: several %) and the model's error (1-3 % on our VM)"
+                       + ("; a drift measured on one run's own blocks under-states the drift between runs (1.4x on "
+                          "our VM)" if measured else "") + ": docs/validation/README.md findings 25-27.")
             if d.dof is not None and d.dof < 3:
                 click.echo(f"note: the drift was estimated on {d.dof:g} degrees of freedom (calibration runs that "
                            f"disagree): Student's t widens the range {stats_t_ratio(d.dof):.1f}x over a known "
