@@ -542,23 +542,24 @@ def _speed_spread(sources: Sequence[RunDir], warmup: int) -> tuple[list[tuple[fl
     return within, between, max(1, int(meds_a.size))
 
 
-def _speed_variance_terms(sources: Sequence[RunDir], warmup: int) -> list[tuple[float, float]]:
+def _speed_variance_terms(sources: Sequence[RunDir], warmup: int) -> tuple[list[tuple[float, float]], int]:
     """``σ_run²`` of :func:`calibration_speed_cv` as a sum of independent variance estimates, each with
-    its degrees of freedom: ``[(c_i, ν_i)]``, ``Σ c_i = σ_run²`` (empty without CPU clocks). With
+    its degrees of freedom, and the run count ``R``: ``([(c_i, ν_i)], R)``, ``Σ c_i = σ_run²`` (no terms
+    without CPU clocks). With
     ``R >= 2`` runs whose medians lie further apart than their own blocks spread (``between > within``),
     the mean of ``within²`` and ``between²``; else ``within²`` alone: runs that happen to agree do not
     make the drift smaller than each shows within itself, which already under-states the drift between
     runs (docs/validation/README.md, findings 25 and 27)."""
     within, between, runs = _speed_spread(sources, warmup)
     if not within:
-        return []
+        return [], runs
     within2 = float(np.mean([cv ** 2 for cv, _ in within]))
     pooled = np.isfinite(between) and between ** 2 > within2
     half = 0.5 if pooled else 1.0
     terms = [(half * cv ** 2 / len(within), float(dof)) for cv, dof in within]
     if pooled:
         terms.append((0.5 * between ** 2, float(runs - 1)))
-    return terms
+    return terms, runs
 
 
 def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
@@ -585,10 +586,9 @@ def calibration_speed_cv(sources: Sequence[RunDir], warmup: int) -> float:
     Returns:
         ``σ_run·sqrt(1 + 1/R)`` (e.g. 0.07 for 7 %); NaN when no run has CPU clocks.
     """
-    terms = _speed_variance_terms(sources, warmup)
+    terms, runs = _speed_variance_terms(sources, warmup)
     if not terms:
         return float("nan")
-    runs = _speed_spread(sources, warmup)[2]
     return float(np.sqrt(sum(c for c, _ in terms)) * np.sqrt(1.0 + 1.0 / runs))
 
 
@@ -603,8 +603,7 @@ def calibration_speed_dof(sources: Sequence[RunDir], warmup: int) -> float:
     disagree give close to 1, not the sum of their blocks. ``inf`` when no run has enough blocks; the sum
     of the degrees of freedom when every estimate is 0 (nothing spread).
     """
-    terms = _speed_variance_terms(sources, warmup)
-    terms = [(c, nu) for c, nu in terms if nu > 0]
+    terms = [(c, nu) for c, nu in _speed_variance_terms(sources, warmup)[0] if nu > 0]
     if not terms:
         return float("inf")
     total = sum(c for c, _ in terms)
