@@ -77,6 +77,7 @@ def test_drift_propagates_linearly_through_a_deterministic_run(tmp_path):
         row = res.table().iloc[0]
         half[sigma] = row["err_mean_drift"]
         assert row["speed_cv"] == sigma and abs(row["err_mean"]) < 1e-9
+        assert row["speed_dof"] == np.inf  # a drift given, not estimated: the normal quantile
         assert row["err_mean_pi_lo"] <= row["err_mean_lo"] and row["err_mean_pi_hi"] >= row["err_mean_hi"]
         assert row["pi_covers"]
     assert half[0.05] > 0.01  # a compute-bound run: a 5 % slower CPU is several % of the iteration
@@ -89,7 +90,7 @@ def test_drift_propagates_linearly_through_a_deterministic_run(tmp_path):
     assert off.table().iloc[0]["pi_covers"] is None
     # in sample (no --calibrate-from) there is no prediction, hence no prediction interval
     own = compare_runs([(tgt, ["gc-fr"])], options=CompareOptions(**opts)).table().iloc[0]
-    assert np.isnan(own["err_mean_drift"])
+    assert np.isnan(own["err_mean_drift"]) and np.isnan(own["speed_dof"])
 
 
 def _with_block_speeds(run, factors, warmup=2, block=20):
@@ -129,6 +130,7 @@ def test_a_drift_measured_on_few_blocks_takes_students_t(tmp_path):
     assert measured == pytest.approx(known * stats.t.ppf(0.975, 2) / stats.norm.ppf(0.975), rel=1e-9)
     auto = compare_runs([(tgt, ["gc-fr"])], calibrate_from=a, options=opts).table().iloc[0]
     sigma = auto["speed_cv"]
+    assert auto["speed_dof"] == 2.0  # the t quantile's degrees of freedom, recorded beside sigma
     assert auto["err_mean_drift"] == pytest.approx(drift_half_width(tgt, "gc-fr", cal, opts, sigma, 2, dof=2.0), rel=1e-9)
 
 

@@ -120,9 +120,19 @@ def test_simulate_writes_the_range_and_refuses_a_bad_drift(tmp_path, capsys):
     path.write_text(yaml.safe_dump(data))
     assert main(["simulate", str(path), "--out", str(tmp_path / "m"), "--no-progress"]) == 0
     assert "a drift measured on one run's own blocks under-states the drift between runs" in capsys.readouterr().out
+    # auto, as gcsim compare takes it: the scenario's measured drift, the same range as the default
+    assert main(["simulate", str(path), "--out", str(tmp_path / "auto"), "--no-progress", "--speed-drift", "auto"]) == 0
+    assert "9 degrees of freedom" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "auto" / "prediction_range.csv"),
+                                  pd.read_csv(tmp_path / "m" / "prediction_range.csv"))
     del data["workload"]["speed_drift"]
+    path.write_text(yaml.safe_dump(data))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "auto2"), "--no-progress", "--speed-drift", "auto"]) == 0
+    assert "no mean_95%_range_s: the scenario has no workload.speed_drift" in capsys.readouterr().out
+    assert not (tmp_path / "auto2" / "prediction_range.csv").exists()
     assert main(["simulate", str(path), "--out", str(tmp_path / "c"), "--speed-drift", "1"]) == 2
-    assert capsys.readouterr().err.strip() == "gcsim: error: --speed-drift: expected none or a number in [0, 1), got '1'"
+    assert capsys.readouterr().err.strip() == ("gcsim: error: --speed-drift: expected auto, none or a number in "
+                                               "[0, 1), got '1'")
     assert not (tmp_path / "c").exists()
     for bad, field in (({"sd": -0.1}, "workload.speed_drift.sd"), ({"sd": 0.05, "dof": 0.001}, "workload.speed_drift.dof")):
         data["workload"]["speed_drift"] = bad

@@ -40,17 +40,18 @@ def format_table(summary, ranges=None) -> str:
 
 
 class _SpeedDrift(FloatOption):
-    """``--speed-drift``: ``none`` or a fraction in [0, 1)."""
+    """``--speed-drift``: ``auto`` (the scenario's ``workload.speed_drift``, as ``gcsim compare
+    --speed-drift auto`` takes the calibration's), ``none`` or a fraction in [0, 1)."""
 
     def __init__(self):
         super().__init__(0.0, 1.0, hi_open=True)
 
     def _allowed(self) -> str:
-        return "none or a number in [0, 1)"
+        return "auto, none or a number in [0, 1)"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and value.strip() == "none":
-            return "none"
+        if isinstance(value, str) and value.strip() in ("none", "auto"):
+            return value.strip()
         return super().convert(value, param, ctx)
 
 
@@ -140,11 +141,12 @@ def stats_t_ratio(dof: float) -> float:
 @model_option("--trace", model=simulate_with, field="trace", choices=TRACE_LEVELS,
               help="Per-iteration/per-worker files to write: full (iterations.csv + workers.csv), iterations, "
                    "none (summary only; with the vector engine memory then does not grow with workers).")
-@click.option("--speed-drift", "speed_drift", type=_SpeedDrift(), default=None, metavar="SD|none",
+@click.option("--speed-drift", "speed_drift", type=_SpeedDrift(), default=None, metavar="auto|SD|none",
               help="How far the CPU speed of the run you predict may lie from the scenario's, one standard "
                    "deviation as a fraction in [0, 1) (0.075 = 7.5 %): each scheme's expected mean gets a 95 % "
-                   "range (two more simulations; 0: the simulation's sampling error alone). Default: the "
-                   "scenario's workload.speed_drift (gcsim calibrate writes it); none: no range.")
+                   "range (two more simulations; 0: the simulation's sampling error alone). auto, the default: the "
+                   "scenario's workload.speed_drift, which gcsim calibrate measures and writes (no range "
+                   "without one); none: no range.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_drift, progress):
     """Simulate SCENARIO (YAML) and report the iteration-time distribution of every scheme.
@@ -171,6 +173,8 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
         if e.field in ("schemes", "iterations", "seed"):  # they came from the options: name the option
             raise ConfigError(f"--{e.field}", e.allowed, e.given) from None
         raise
+    auto_without_drift = speed_drift == "auto" and sc.workload.speed_drift is None
+    speed_drift = None if speed_drift == "auto" else speed_drift  # None: the scenario's own
     if speed_drift is not None:
         from gcsim.scenario import SpeedDrift
 
@@ -221,6 +225,9 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
                 click.echo(f"note: the drift was estimated on {d.dof:g} degrees of freedom (calibration runs that "
                            f"disagree): Student's t widens the range {stats_t_ratio(d.dof):.1f}x over a known "
                            f"drift; one more calibration run narrows it")
+    elif auto_without_drift:  # asked for by name (the default says nothing): say why there is no range
+        click.echo("no mean_95%_range_s: the scenario has no workload.speed_drift (gcsim calibrate writes one "
+                   "from a run of at least 3 blocks of 20 iterations); give one with --speed-drift 0.075")
     for line in refusal_lines(result.refusals):
         click.echo(line)
     click.echo(f"wrote {path}")

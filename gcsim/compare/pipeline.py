@@ -214,7 +214,9 @@ class SchemeComparison:
         simulated_workers: replication 0's workers.csv rows (for the timeline).
         comparison: statistics after warm-up; verdict: pass / warn / fail.
         speed_cv: the calibration runs' CPU-speed drift (:func:`calibration_speed_cv`), NaN when no
-            prediction interval was made; drift_half_width: its share of the mean error's
+            prediction interval was made; speed_dof: the degrees of freedom of its estimate
+            (:func:`calibration_speed_dof`; inf for a drift given, not measured), NaN likewise;
+            drift_half_width: its share of the mean error's
             prediction interval (:func:`drift_half_width`), NaN likewise.
         expectation: the mean error in expectation (:func:`expectation_error`); all NaN in paired mode,
             in sample, without ``options.control_variate``, or when the run's recorded delays are not
@@ -243,6 +245,7 @@ class SchemeComparison:
     load_from: str = "calibration"
     speed_from: str = "calibration"
     speed_cv: float = float("nan")
+    speed_dof: float = float("nan")
     drift_half_width: float = float("nan")
     expectation: ControlVariateError = field(
         default_factory=lambda: ControlVariateError.missing("not computed", asked=False))
@@ -277,6 +280,7 @@ class SchemeComparison:
         out.update({f"{k}_cv": v for k, v in prediction_interval(
             self.expectation.value, self.expectation.lo, self.expectation.hi, self.drift_half_width).items()})
         out["speed_cv"] = self.speed_cv
+        out["speed_dof"] = self.speed_dof  # inf: a drift given (--speed-drift X), not measured
         disturbed = sorted(set(self.stalled) | set(self.slow))
         out.update(stalled_iterations=len(self.stalled), slow_iterations=len(self.slow),
                    err_mean_undisturbed=(mean_error_without(drop_warmup(self.observed_iterations, self.warmup),
@@ -842,7 +846,9 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
                                           verdict=judge(cmp, options.bands), mode=options.mode,
                                           load_from=options.load_from, speed_from=options.speed_from,
-                                          speed_cv=sigma if predicting and out_of_sample else float("nan"), drift_half_width=drift,
+                                          speed_cv=sigma if predicting and out_of_sample else float("nan"),
+                                          speed_dof=dof if predicting and out_of_sample else float("nan"),
+                                          drift_half_width=drift,
                                           expectation=expectation, expectation_p95=expectation_p95,
                                           stalled=tuple(int(i) for i in stalled),
                                           slow=() if slow is None else tuple(int(i) for i in slow.iterations),

@@ -56,11 +56,14 @@ def _expectation(r, statistic: str = "mean") -> str:
 
 
 def _pi(r) -> str:
-    """``[lo, hi] (σ x %) covers|misses`` of a row's prediction interval, ``-`` without one."""
+    """``[lo, hi] (σ x %, d dof) covers|misses`` of a row's prediction interval (the degrees of freedom
+    only for a σ measured, not given), ``-`` without one."""
     lo, hi = r.get("err_mean_pi_lo"), r.get("err_mean_pi_hi")
     if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
         return "-"
-    return (f"[{_pct(lo)}, {_pct(hi)}] (σ {float(r['speed_cv']):.1%}) "
+    dof = r.get("speed_dof")
+    dof = f", {float(dof):.3g} dof" if dof is not None and np.isfinite(dof) else ""  # inf: σ given
+    return (f"[{_pct(lo)}, {_pct(hi)}] (σ {float(r['speed_cv']):.1%}{dof}) "
             f"{'covers' if r.get('pi_covers') else 'misses'}")
 
 
