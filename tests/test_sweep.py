@@ -47,7 +47,7 @@ def test_grid_expansion_counts_and_order(tmp_path):
 
 
 def test_invalid_points_are_skipped_rows_with_the_reason(tmp_path):
-    plan = validate_sweep({"base": {**BASE, "stragglers": {**BASE["stragglers"], "worker_scale": [1.0] * 6}},
+    plan = validate_sweep({"base": BASE,
                            "grid": {"n": [4, 6], "schemes": ["uncoded", "gc-fr", "ignore-stragglers"], "s": [1, 4]}})
     rows = {(r["n"], r["scheme"], r["s"]): r for k in range(plan.total) for r in evaluate_point(plan, k)}
     # s >= n: refused by the scheme, the row says why
@@ -59,10 +59,28 @@ def test_invalid_points_are_skipped_rows_with_the_reason(tmp_path):
     assert rows[(6, "gc-fr", 1)]["status"] == "ok"
     assert rows[(6, "gc-fr", 4)]["status"] == "skipped" and "divid" in rows[(6, "gc-fr", 4)]["reason"]
     assert rows[(6, "uncoded", 1)]["status"] == "skipped"
-    # n = 4 against a worker_scale of 6 factors: the scenario refuses the point as a whole
-    for key, r in rows.items():
-        if key[0] == 4:
-            assert r["status"] == "skipped" and "worker_scale" in r["reason"], r
+    # two swept fields that clash only in one combination: the scenario refuses that point as a whole
+    overhead = {"dist": "constant", "value": 0.001}
+    plan = validate_sweep({"base": {**BASE, "workload": {**BASE["workload"], "cores": 2, "call_overhead": overhead}},
+                           "grid": {"workload.cores": [2, None], "workload.call_overhead": [None, overhead]}})
+    rows = [r for k in range(plan.total) for r in evaluate_point(plan, k)]
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok", "skipped"]
+    assert "workload.call_overhead" in rows[3]["reason"] and "workload.cores" in rows[3]["reason"]
+
+
+def test_a_value_that_clashes_with_an_unswept_base_field_is_refused_at_load():
+    # n = 4 against the base's worker_scale of 6 factors, or cores: null against the base's call_overhead:
+    # every point with that value would be skipped, so nothing runs (before: a sweep of skipped rows)
+    with pytest.raises(ConfigError, match=r"^grid\.n\[1\]: 4 clashes with the base's stragglers\.worker_scale, "
+                                          r"which no grid key sweeps.*expected a list of n_workers=4 factors, got 6"):
+        validate_sweep({"base": {**BASE, "stragglers": {**BASE["stragglers"], "worker_scale": [1.0] * 6}},
+                        "grid": {"n": [6, 4]}})
+    base = {**BASE, "workload": {**BASE["workload"], "cores": 2,
+                                 "call_overhead": {"dist": "constant", "value": 0.001}}}
+    with pytest.raises(ConfigError, match=r"^grid\.workload\.cores\[1\]: null clashes with the base's "
+                                          r"workload\.call_overhead"):
+        validate_sweep({"base": base, "grid": {"workload.cores": [2, None]}})
+    assert validate_sweep({"base": base, "grid": {"workload.cores": [2, 4]}}).total == 2
 
 
 def _simulate_cli(tmp_path: Path, scenario: Path, out: str) -> dict:

@@ -26,9 +26,13 @@ that scenario (same engine choice, same keyed draws, so the same numbers). Value
 * at load, each value alone against the base: a value the field itself refuses (``n: [0]``,
   ``stragglers.delay.p: [1.5]``, an unknown scheme name) is a :class:`~gcsim.errors.ConfigError`
   naming ``grid.<key>[<index>]``, and nothing runs;
+  So is a value that clashes with a field of the base no grid key sweeps (``n: [4]`` beside a
+  ``worker_scale`` of 6 factors, ``workload.cores: [null]`` beside a ``call_overhead``): every point
+  with it would be skipped;
 * per point, the combination: parameters a scheme refuses (``s >= n``, gc-fr with ``(s+1)`` not dividing
   ``n``, ...) make that scheme's row ``skipped`` with the reason; a point the scenario refuses as a whole
-  (e.g. ``worker_scale`` of another length than ``n``) has every row skipped.
+  (two swept fields that clash only together, e.g. ``workload.cores: null`` with a swept
+  ``call_overhead``) has every row skipped.
 """
 
 from __future__ import annotations
@@ -291,6 +295,7 @@ def validate_sweep(data: Any, base_dir: str | Path | None = None, default_name: 
     if "n" in sf.grid and "n_workers" in sf.grid:
         raise ConfigError("grid.n_workers", "one of n or n_workers (the same field)", GivenLabel("both"))
     axes = []
+    swept = [("n_workers",) if key == "n" else _split(key) for key in sf.grid if key not in _SCHEME_AXES]
     for key, values in sf.grid.items():
         field = f"grid.{key}"
         if key in _SCHEME_AXES:
@@ -302,7 +307,7 @@ def validate_sweep(data: Any, base_dir: str | Path | None = None, default_name: 
                               "schemes, s and m keys)", key)
         column = "n" if path == ("n_workers",) else key
         for i, v in enumerate(values):
-            _check_path_value(base, base_dir_s, path, v, f"{field}[{i}]")
+            _check_path_value(base, base_dir_s, path, v, f"{field}[{i}]", swept)
         axes.append(Axis(key, "path", path, column, tuple(values)))
     total = math.prod(len(a.values) for a in axes)
     if total > MAX_POINTS:
@@ -318,9 +323,16 @@ def _prefixed(e: ConfigError, prefix: str) -> ConfigError:
     return ConfigError(field, e.allowed, e.given)
 
 
-def _check_path_value(base: dict, base_dir: str | None, path: tuple, value: Any, field: str) -> None:
+def _check_path_value(base: dict, base_dir: str | None, path: tuple, value: Any, field: str,
+                      swept: list[tuple] = ()) -> None:
     """One value alone on the base (schemes: just ``uncoded``): an error about the field itself is the
-    user's (raised, named ``field``); others depend on the combination and are left to the points."""
+    user's (raised, named ``field``); so is one about a field of the base that no axis sweeps (the value
+    clashes with it at every point: ``workload.cores: null`` beside the base's ``call_overhead``, ``n: 4``
+    beside a ``worker_scale`` of 6 factors), raised as ``field: <the scenario's error>``. Others depend on
+    the combination (the clashing field is swept too, or it is the schemes) and are left to the points.
+
+    Args:
+        swept: the scenario paths of every non-scheme axis (``("n_workers",)`` for ``n``)."""
     from gcsim.scenario import validate_scenario
 
     probe = copy.deepcopy(base)
@@ -334,6 +346,12 @@ def _check_path_value(base: dict, base_dir: str | None, path: tuple, value: Any,
             if e.allowed is None:
                 raise ConfigError(field, message=f"{field}: {e}") from None
             raise ConfigError(field + e.field[len(target):], e.allowed, e.given) from None
+        other = _split(e.field) if e.field and e.field != "scenario" else ()
+        if other and other[0] != "schemes" and not any(
+                other[:len(p)] == p or p[:len(other)] == other for p in swept):
+            raise ConfigError(field, message=f"{field}: {display(value)} clashes with the base's {e.field}, which "
+                                             f"no grid key sweeps, so every point with it would be skipped: "
+                                             f"{e}") from None
 
 
 def _check_scheme_axis(key: str, values: list) -> list:
