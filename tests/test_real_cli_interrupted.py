@@ -47,6 +47,14 @@ def test_exit_status_names_the_signal_and_does_not_outlive_its_command(monkeypat
     # a signal during a run that then finished anyway is not the next command's, nor a later run's
     monkeypatch.setattr(runner, "resume_real", _stopped_by(signal.SIGTERM, status="finished"))
     assert cli_mod.main(["real", "--resume", str(tmp_path), "--no-progress"]) == 0
+    assert "arrived after the last iteration" not in capsys.readouterr().out
+    # the same, with the run saying the signal came after its last iteration: still complete, exit 0, said
+    late = _stopped_by(signal.SIGTERM, status="finished")
+    monkeypatch.setattr(runner, "resume_real", lambda *a, **k: SimpleNamespace(**vars(late(*a, **k)),
+                                                                               late_signal="SIGTERM"))
+    assert cli_mod.main(["real", "--resume", str(tmp_path), "--no-progress"]) == 0
+    assert ("SIGTERM arrived after the last iteration: the run is complete (status.json "
+            "signal_after_last_iteration)") in capsys.readouterr().out
     from gcsim.signals import interrupted_exit_status, record
 
     record(signal.SIGTERM)

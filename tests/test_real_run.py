@@ -186,6 +186,32 @@ def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
     assert pd.read_csv(env / "run3" / "host.csv").iteration.tolist() == list(range(ITERS))
 
 
+def test_a_stop_signal_after_the_last_iteration_is_recorded_and_skips_the_end_probe(env, monkeypatch):
+    # the signal comes while the late replies are drained after the last iteration: the run is complete;
+    # before, it ended "finished" with no trace of the signal (review), and a study went on to its next run
+    from gcsim.real.master import ParameterServer
+
+    sigterm_before = signal.getsignal(signal.SIGTERM)
+    drain = ParameterServer.drain
+
+    def late(self, *a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return drain(self, *a, **k)
+
+    monkeypatch.setattr(ParameterServer, "drain", late)
+    res = run_real(_config(env), env / "late", progress=False)
+    monkeypatch.setattr(ParameterServer, "drain", drain)
+    assert res.status == "finished" and res.iterations_done == ITERS and res.late_signal == "SIGTERM"
+    run = read_run_dir(env / "late")
+    assert run.status["status"] == "finished" and run.status["signal_after_last_iteration"] == "SIGTERM"
+    assert run.meta["cpu_probe"]["start"] is not None and run.meta["cpu_probe"]["end"] is None
+    assert run.iterations.iteration.tolist() == list(range(ITERS))
+    assert signal.getsignal(signal.SIGTERM) is sigterm_before
+    res = run_real(_config(env), env / "quiet", progress=False)  # no signal: no record, the end probe taken
+    assert res.late_signal is None and "signal_after_last_iteration" not in read_run_dir(env / "quiet").status
+    assert read_run_dir(env / "quiet").meta["cpu_probe"]["end"] is not None
+
+
 def test_cli_real_run_and_errors(env, capsys):
     out = env / "run5"
     rc = main(["real", "--scheme", "gc-fr", "--scenario", str(env / "tiny.yaml"), "--iterations", "2",

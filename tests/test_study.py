@@ -296,3 +296,31 @@ def test_missing_data_is_refused_before_out_and_runs_root_are_created(capsys, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gcsim: error: --data-dir: expected a directory holding CIFAR-10")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_signal_after_a_runs_last_iteration_stops_the_study_there(monkeypatch, tmp_path):
+    # the run finished as SIGTERM came (RealRunResult.late_signal): it is kept, and no other run starts
+    # (before, the next run's stop flag forgot the signal and the study went on; review)
+    import contextlib
+    from types import SimpleNamespace
+
+    import gcsim.real.runner as runner
+    from gcsim.real.runner import RealRunResult
+    from gcsim.study.pipeline import _execute_runs
+
+    called = []
+
+    def fake_resume(run_dir, **k):
+        called.append(run_dir)
+        return RealRunResult(run_dir, "finished", ITERS, {}, late_signal="SIGTERM")
+
+    monkeypatch.setattr(runner, "resume_real", fake_resume)
+    monkeypatch.setattr(runner, "ray_session", lambda **k: contextlib.nullcontext())
+    runs = [SimpleNamespace(scheme=s, spec=SimpleNamespace(ray_kwargs=dict, iterations=ITERS),
+                            plan=SimpleNamespace(action="resume", run_dir=tmp_path / s, reason="interrupted",
+                                                  from_iteration=2))
+            for s in SCHEMES]
+    lines: list[str] = []
+    assert _execute_runs(runs, progress=False, log=lines.append) is False
+    assert called == [tmp_path / SCHEMES[0]]
+    assert "SIGTERM arrived after its last iteration, so the study stops here" in lines[-1]

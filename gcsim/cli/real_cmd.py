@@ -154,6 +154,10 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
     dead = (sm or {}).get("dead_workers")
     if dead == dead and dead:  # not NaN, not 0
         click.echo(f"workers lost: {int(dead)} (status.json dead_workers says which, when and why)")
+    late = getattr(result, "late_signal", None)
+    if late:  # every iteration was done: nothing to resume, so the command succeeded (exit 0)
+        click.echo(f"{late} arrived after the last iteration: the run is complete (status.json "
+                   f"signal_after_last_iteration); its end-of-run CPU-speed probe was skipped")
     if result.status == "interrupted":
         click.echo(f"continue with: gcsim real --resume {shlex.quote(str(result.run_dir))}")
         click.get_current_context().exit(interrupted_exit_status())

@@ -102,6 +102,10 @@ class RealRunResult:
             checkpoint this one resumed from); equals ``wall_s`` for a run of one session.
         sessions: how many sessions the run has had (1 + resumes).
         test_iteration: the iteration after which ``test_accuracy`` was measured (None if never).
+        late_signal: ``"SIGINT"``/``"SIGTERM"`` when the first stop signal came after the last
+            iteration, while the run was finishing (late replies drained, the end probe): the run is
+            complete (``finished``; status.json ``signal_after_last_iteration``) and its end probe was
+            skipped if it had not started; a study stops after such a run. None otherwise.
     """
 
     run_dir: Path
@@ -113,6 +117,7 @@ class RealRunResult:
     total_wall_s: float = 0.0
     sessions: int = 1
     test_iteration: int | None = None
+    late_signal: str | None = None
 
 
 @contextmanager
@@ -612,7 +617,7 @@ class RealRun:
                              "nodes": len(ray.nodes()) if alive else None, "worker_cpus": self.worker_cpus,
                              "placement": self.opts.placement, "workers_per_process": self.pool.k,
                              "worker_processes": len(self.pool.processes)}
-        return self._conclude(status)
+        return self._conclude(status, late_signal=stop.signal_name if status == "finished" and stop.set else None)
 
     def _prepare(self) -> None:
         """Data, scheme, model and optimizer (restored from the checkpoint on resume), the prior
@@ -773,7 +778,8 @@ class RealRun:
         self.ps.drain(timeout_s=5.0)
         self.cpu_load = cpu_load_between(self.cpu_before, (host_cpu_times(), time.process_time(), session_cpu_s()),
                                          self.eval_cpu_s)
-        self.cpu_probe["end"] = self.pool.probe(CPU_PROBE_REPS, timeout_s=self.opts.setup_timeout_s)
+        if not self.stop.set:  # a stop signal now: every iteration is done; end promptly, without the probe
+            self.cpu_probe["end"] = self.pool.probe(CPU_PROBE_REPS, timeout_s=self.opts.setup_timeout_s)
 
     # ------------------------------------------------------------------ checkpoint and traces
     def checkpoint(self, *, with_summary: bool) -> None:
@@ -846,8 +852,9 @@ class RealRun:
         return int(self.metrics[-1]["iteration"]) if self.metrics else None
 
     # ------------------------------------------------------------------ the outcome
-    def _conclude(self, status: str) -> RealRunResult:
-        """status.json (``interrupted`` or ``finished``) and, when finished, meta.json (written last)."""
+    def _conclude(self, status: str, late_signal: str | None = None) -> RealRunResult:
+        """status.json (``interrupted`` or ``finished``) and, when finished, meta.json (written last).
+        ``late_signal``: the stop signal that came after the last iteration (:class:`RealRunResult`)."""
         from gcsim.real.hostcpu import usable_cpus
         from gcsim.study.machine import cpu_model_name
         from gcsim.trace import summarize, write_meta
@@ -865,7 +872,8 @@ class RealRun:
             return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s, total_wall_s, self.sessions,
                                  test_iteration=self._test_iteration())
         run.write_status("finished", iterations_done=done, wall_s=total_wall_s, dead_workers=self.dead_workers(),
-                         **ps.refusal_status(), **self.status_common)
+                         **ps.refusal_status(), **self.status_common,
+                         **({"signal_after_last_iteration": late_signal} if late_signal else {}))
         n, local = spec.n_workers, self.local
         write_meta(run.path, "real", scheme=spec.scheme, n=n, s=spec.s, m=spec.m, policy=spec.policy,
                    model=self.opts.model, iterations=done, test_accuracy=self.test_acc, wall_s=total_wall_s,
@@ -877,4 +885,4 @@ class RealRun:
                    other_cpu_scope=("host" if len(local) == n else
                                     f"master's host only ({len(local)} of {n} workers on it)"))
         return RealRunResult(run.path, status, done, summary, self.test_acc, wall_s, total_wall_s, self.sessions,
-                                 test_iteration=self._test_iteration())
+                             test_iteration=self._test_iteration(), late_signal=late_signal)

@@ -225,6 +225,10 @@ def _execute_runs_guarded(runs: list[SchemeRun], *, progress: bool, log: Callabl
                 log(f"    {r.scheme}: interrupted after {res.iterations_done} iterations (checkpoint kept); "
                     f"run the same command again to resume")
                 return False
+            if res.late_signal:  # the run finished as the signal came: keep it, start no other
+                log(f"    {r.scheme}: finished ({res.iterations_done} iterations); {res.late_signal} arrived after "
+                    f"its last iteration, so the study stops here; run the same command again to go on")
+                return False
             sm = res.summary or {}
             per_it = r.session_wall_s / max(r.session_iterations, 1)
             acc = f"{res.test_accuracy:.1%}" if res.test_accuracy == res.test_accuracy else "-"
