@@ -1,0 +1,67 @@
+"""Finding 28: the CPU of each partition of a call, from an instrumented run (partition-cpu-2026-12-05/).
+
+The workers of those runs (instrument.patch) logged, per partition: the process's CPU (what workers.csv's
+``compute_cpu_s`` sums), the computing thread's own CPU (the difference is Ray's other threads), the wall
+time and the number of time slices the thread ran in. Printed: per run and position in the call, the
+medians; per run, workers.csv's median CPU per partition of the calls that sent (cpu_by_scheme.py's
+measure) over the mean of the two `uncoded` runs; and how the thread's CPU grows with its time slices.
+
+    .venv/bin/python docs/validation/partition_cpu.py     # a second; output in partition_cpu.txt
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent / "partition-cpu-2026-12-05" / "runs"
+WARMUP = 10
+
+
+def partitions() -> pd.DataFrame:
+    rows = []
+    for d in sorted(ROOT.iterdir()):
+        with gzip.open(d / "partitions.jsonl.gz", "rt") as f:
+            for line in f:
+                r = json.loads(line)
+                if r["it"] < WARMUP:
+                    continue
+                for pos, (j, proc, thread, wall, slices) in enumerate(r["parts"]):
+                    rows.append({"run": d.name, "position": pos, "proc_ms": 1e3 * proc, "thread_ms": 1e3 * thread,
+                                 "wall_ms": 1e3 * wall, "slices": slices})
+    df = pd.DataFrame(rows)
+    df["other_threads_ms"] = df["proc_ms"] - df["thread_ms"]
+    return df
+
+
+def main() -> None:
+    pd.set_option("display.width", 200)
+    df = partitions()
+    print("1. per run and position of the partition in its call (medians; other threads: mean)")
+    print(df.groupby(["run", "position"]).agg(n=("proc_ms", "size"), process_cpu_ms=("proc_ms", "median"),
+                                               thread_cpu_ms=("thread_ms", "median"),
+                                               other_threads_ms=("other_threads_ms", "mean"),
+                                               wall_ms=("wall_ms", "median"), slices=("slices", "median"))
+          .round(2).to_string())
+    later = df[df.position > 0].groupby("run")["proc_ms"].median()
+    first = df[df.position == 0].groupby("run")["proc_ms"].median()
+    print("\n   later partitions over the first, per multi-partition run:",
+          ", ".join(f"{r} {later[r] / first[r]:.3f}" for r in later.index))
+    print("\n2. workers.csv: median CPU per partition of the calls that sent, over the mean of the uncoded runs")
+    med = {}
+    for d in sorted(ROOT.iterdir()):
+        w = pd.read_csv(d / "workers.csv")
+        w = w[(w.iteration >= WARMUP) & (w.status == "arrived")]
+        med[d.name] = float((w.compute_cpu_s / w.n_partitions).median())
+    ref = np.mean([v for k, v in med.items() if k.startswith("uncoded")])
+    print("   " + ", ".join(f"{k} {1e3 * v:.2f} ms ({v / ref:.3f})" for k, v in med.items()))
+    print("\n3. thread CPU against its time slices (least squares per run): ms = a + b x slices")
+    for run, g in df.groupby("run"):
+        b, a = np.polyfit(g.slices, g.thread_ms, 1)
+        print(f"   {run:10s} a {a:.2f} ms, b {b:.3f} ms per slice, mean slices {g.slices.mean():.1f}")
+
+
+if __name__ == "__main__":
+    main()
