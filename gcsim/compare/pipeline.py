@@ -837,7 +837,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                          slow_stretch_note(label, obs, run.workers_of(sch), w, cmp.simulated["mean"], stretch=slow))
             if slow_note is not None:
                 slow_notes.append(slow_note)
-            for note in (load_change_note(label, run, sources) if out_of_sample and options.load_from != "target"
+            for note in (load_change_note(label, run, sources, sch) if out_of_sample and options.load_from != "target"
                          else None, short_target_note(label, obs, cmp)):
                 if note is not None:
                     target_notes.append(note)

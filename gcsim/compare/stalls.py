@@ -204,38 +204,78 @@ LOAD_NOTE_CORES = 0.3
 SHORT_TARGET_ITERATIONS = 100
 
 
-def _other_cores(run) -> float:
+def _meta_other_cores(run) -> float:
     load = (getattr(run, "meta", None) or {}).get("host_cpu_load") or {}
     value = load.get("other_cores")
     return float(value) if isinstance(value, (int, float)) else float("nan")
 
 
-def load_change_note(label: str, target, sources) -> str | None:
-    """A note when the machine's other load during ``target`` differs from the calibration runs' by more
-    than :data:`LOAD_NOTE_CORES` cores (``meta.json`` ``host_cpu_load.other_cores``: every process but
-    the workers and the master, e.g. a job started in another terminal): a prediction is made for the
-    calibration's load and cannot know the target's; ``--load-from target`` takes the target's measured
-    load instead (a diagnostic, not a prediction). None when the loads agree or are not recorded."""
-    t = _other_cores(target)
-    s = np.array([_other_cores(r) for r in sources], float)
+def wait_load_cores(run, scheme: str | None = None) -> float:
+    """Other-process CPU while the master waits for replies, in cores: ``Σ other_cpu_wait_s / Σ
+    (decodable_s - start_s)`` over ``scheme``'s iterations (default: the run's first scheme). This is
+    what the calibration's background is fitted on (:func:`gcsim.compare.estimators.background_cores`),
+    everything but the workers: the master, Ray, and any other program, niced or not, in any session.
+    NaN when the trace has no such column (runs before trace version 3, simulated runs)."""
+    try:
+        its = run.iterations_of(scheme if scheme is not None else run.schemes[0])
+    except (AttributeError, IndexError, KeyError):
+        return float("nan")
+    if "other_cpu_wait_s" not in its or its.empty:
+        return float("nan")
+    cpu = pd.to_numeric(its["other_cpu_wait_s"], errors="coerce").to_numpy(float)
+    wait = (pd.to_numeric(its["decodable_s"], errors="coerce") - pd.to_numeric(its["start_s"], errors="coerce")
+            ).to_numpy(float)
+    ok = np.isfinite(cpu) & np.isfinite(wait) & (wait > 0)
+    return float(cpu[ok].sum() / wait[ok].sum()) if ok.any() else float("nan")
+
+
+_TRACE_LOAD = "iterations.csv other_cpu_wait_s, while the master waited"
+
+
+def _other_load(run, scheme: str | None = None) -> tuple[float, str]:
+    """``(cores, where)``: :func:`wait_load_cores` where the trace has it, else ``meta.json``
+    ``host_cpu_load.other_cores`` (every process but the workers and the master, niced ones left out)."""
+    v = wait_load_cores(run, scheme)
+    if np.isfinite(v):
+        return v, _TRACE_LOAD
+    return _meta_other_cores(run), "meta.json host_cpu_load.other_cores"
+
+
+def load_change_note(label: str, target, sources, scheme: str | None = None) -> str | None:
+    """A note when the other processes' CPU while the master waited differed during ``target`` (its
+    scheme ``scheme``) from the calibration runs' by more than :data:`LOAD_NOTE_CORES` cores
+    (:func:`wait_load_cores`; runs without it: ``meta.json`` ``host_cpu_load.other_cores``): a
+    prediction is made for the calibration's load and cannot know the target's; ``--load-from target``
+    takes the target's measured load instead (a diagnostic, not a prediction). None when the loads agree
+    or are not recorded.
+
+    The trace's measure counts a niced job in another session, which ``other_cores`` leaves out with
+    the niced workers: such a job beside the calibration run alone made a +50 % error with no note
+    (found by a review)."""
+    t, where = _other_load(target, scheme)
+    loads = [_other_load(r) for r in sources]
+    s = np.array([v for v, w in loads if w == where], float)
     s = s[np.isfinite(s)]
     if not np.isfinite(t) or not s.size or abs(t - float(s.mean())) <= LOAD_NOTE_CORES:
         return None
     return (f"{label}: other processes took {t:.2f} cores during this run against {float(s.mean()):.2f} during "
-            f"the calibration run(s) (meta.json host_cpu_load.other_cores): the prediction is for the "
+            f"the calibration run(s) ({where}): the prediction is for the "
             f"calibration's load; --load-from target predicts at this run's (a diagnostic, not a prediction)")
 
 
 def pooled_load_note(sources) -> str | None:
     """A note when pooled calibration runs ran under other-process loads more than
-    :data:`LOAD_NOTE_CORES` cores apart: the calibration (and its drift) then describes their mix, a
-    machine state neither run had. None for one run, agreeing loads, or loads not recorded."""
-    loads = [(getattr(r, "label", "?"), _other_cores(r)) for r in sources]
-    known = [(label, v) for label, v in loads if np.isfinite(v)]
+    :data:`LOAD_NOTE_CORES` cores apart (measured as in :func:`load_change_note`): the calibration (and
+    its drift) then describes their mix, a machine state neither run had. None for one run, agreeing
+    loads, or loads not recorded."""
+    loads = [(getattr(r, "label", "?"), *_other_load(r)) for r in sources]
+    wheres = {w for _, v, w in loads if np.isfinite(v)}
+    where = _TRACE_LOAD if _TRACE_LOAD in wheres else next(iter(wheres), "")
+    known = [(label, v) for label, v, w in loads if np.isfinite(v) and w == where]
     if len(known) < 2 or max(v for _, v in known) - min(v for _, v in known) <= LOAD_NOTE_CORES:
         return None
     return ("calibration runs " + ", ".join(f"{label} ({v:.2f} cores)" for label, v in known)
-            + " ran under other-process loads that differ (meta.json host_cpu_load.other_cores): pooled, the "
+            + f" ran under other-process loads that differ ({where}): pooled, the "
             "calibration describes their mix, which neither run had; calibrate on runs made under one load")
 
 
