@@ -182,6 +182,8 @@ def test_s_plus_one_dead_fails_cleanly_then_resume_and_ctrl_c(env):
     assert res.test_iteration == int(pd.read_csv(env / "run3" / "metrics.csv").iteration.iloc[-1]) == ITERS - 1
     assert run.meta["wall_s"] == pytest.approx(res.total_wall_s) and run.meta["session_wall_s"] == pytest.approx(res.wall_s)
     assert run.status["wall_s"] == pytest.approx(res.total_wall_s)
+    # the machine's load and speed probe were measured in the last session alone: meta.json says which
+    assert run.meta["host_cpu_load"]["session"] == 3 and run.meta["cpu_probe"]["session"] == 3
     # host.csv: each iteration once over the three sessions, in order
     assert pd.read_csv(env / "run3" / "host.csv").iteration.tolist() == list(range(ITERS))
 
@@ -210,6 +212,7 @@ def test_a_stop_signal_after_the_last_iteration_is_recorded_and_skips_the_end_pr
     res = run_real(_config(env), env / "quiet", progress=False)  # no signal: no record, the end probe taken
     assert res.late_signal is None and "signal_after_last_iteration" not in read_run_dir(env / "quiet").status
     assert read_run_dir(env / "quiet").meta["cpu_probe"]["end"] is not None
+    assert "session" not in read_run_dir(env / "quiet").meta["cpu_probe"]  # one session: nothing to say
 
 
 def test_cli_real_run_and_errors(env, capsys):

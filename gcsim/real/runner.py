@@ -363,6 +363,15 @@ class _StopFlag:
         return False
 
 
+def _of_session(measured: dict | None, sessions: int) -> dict | None:
+    """``measured`` (a dict of this session's machine measurements) with ``"session": sessions`` added
+    when the run has had more than one session, so a reader of meta.json knows it does not cover the
+    earlier ones (found by a review); as given otherwise."""
+    if not isinstance(measured, dict) or sessions <= 1:
+        return measured
+    return {**measured, "session": int(sessions)}
+
+
 def run_real(spec: RealRunSpec, out_dir: str | Path | None = None, *, progress: bool = True,
              hooks: RunHooks | None = None) -> RealRunResult:
     """Start the real run ``spec`` (resolved with :func:`gcsim.real.config.resolve_config`).
@@ -879,8 +888,10 @@ class RealRun:
                    model=self.opts.model, iterations=done, test_accuracy=self.test_acc, wall_s=total_wall_s,
                    session_wall_s=wall_s,
                    sessions=self.sessions, host=socket.gethostname(), host_cpus=os.cpu_count(),
-                   usable_cpus=usable_cpus(), cpu_model=cpu_model_name(), host_cpu_load=self.cpu_load,
-                   cpu_probe=self.cpu_probe, ray=self.ray_info, worker_niceness=self.niceness,
+                   usable_cpus=usable_cpus(), cpu_model=cpu_model_name(),
+                   # both measured in this session only: a resumed run says which (the trace covers all)
+                   host_cpu_load=_of_session(self.cpu_load, self.sessions),
+                   cpu_probe=_of_session(self.cpu_probe, self.sessions), ray=self.ray_info, worker_niceness=self.niceness,
                    dead_workers=self.dead_workers(),
                    other_cpu_scope=("host" if len(local) == n else
                                     f"master's host only ({len(local)} of {n} workers on it)"))
