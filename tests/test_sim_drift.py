@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 
 from gcsim.cli import main
 from gcsim.compare.pipeline import calibration_speed_cv, calibration_speed_dof
@@ -15,7 +16,7 @@ from gcsim.compare.rundir import read_run_dir
 from gcsim.errors import ConfigError
 from gcsim.latency import build_distribution, parse_spec, scaled_spec
 from gcsim.scenario import validate_scenario
-from gcsim.sim.drift import batch_means_se, mean_ranges, scale_cpu_work
+from gcsim.sim.drift import batch_count, batch_means_se, mean_ranges, scale_cpu_work
 from gcsim.sim.vector import simulate_with
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,13 +85,35 @@ def test_an_estimated_drift_takes_students_t_and_adds_the_sampling_error():
     assert r.drift_half_width_s == pytest.approx(drift, rel=1e-12)
     x = its.loc[its["scheme"] == "gc-fr", "duration_s"].to_numpy()
     assert r.sampling_se_s == pytest.approx(batch_means_se(x), rel=1e-12) and r.sampling_se_s > 0
-    assert r.mean_hi_s - r.mean_s == pytest.approx(np.hypot(drift, 1.959963984540054 * r.sampling_se_s), rel=1e-12)
+    assert r.sampling_dof == 19  # 20 batches
+    assert r.mean_hi_s - r.mean_s == pytest.approx(np.hypot(drift, stats.t.ppf(0.975, 19) * r.sampling_se_s), rel=1e-12)
 
 
 def test_batch_means_se_of_independent_draws_is_the_usual_one():
     x = np.repeat(np.arange(20.0), 5)  # batches of 5 equal values: batch means 0..19
     assert batch_means_se(x) == pytest.approx(np.std(np.arange(20.0), ddof=1) / np.sqrt(20), rel=1e-12)
-    assert np.isnan(batch_means_se(np.ones(30)))  # fewer than 2 values per batch
+    # a short series: fewer batches of 2 values (was NaN: a 30-iteration run's range had no sampling error)
+    y = np.array([0.0, 2.0, 4.0, 6.0, 1.0, 3.0, 5.0])  # 3 batches of 2, the 7th value left over
+    assert batch_count(7) == 3 and batch_means_se(y) == pytest.approx(np.std([1.0, 5.0, 2.0], ddof=1) / np.sqrt(3))
+    assert batch_count(3) == 0 and np.isnan(batch_means_se(np.ones(3)))  # fewer than 4 values: none
+
+
+def test_a_short_simulation_keeps_its_sampling_error_in_the_range(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    data = {"name": "d", "n_workers": 4, "iterations": 10, "seed": 2, "schemes": [{"name": "uncoded"}],
+            "workload": {"gradient_bytes": 0, "compute": {"dist": "constant", "value": 0.1}},
+            "stragglers": {"delay": {"dist": "expon", "scale": 0.2}}}
+    path.write_text(yaml.safe_dump(data))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "a"), "--no-progress", "--speed-drift", "0"]) == 0
+    r = pd.read_csv(tmp_path / "a" / "prediction_range.csv").iloc[0]
+    its = pd.read_csv(tmp_path / "a" / "iterations.csv")["duration_s"].to_numpy()
+    assert r.sampling_dof == 4 and r.sampling_se_s > 0 and r.sampling_se_s == pytest.approx(batch_means_se(its), rel=1e-8)
+    assert r.mean_hi_s - r.mean_s == pytest.approx(stats.t.ppf(0.975, 4) * r.sampling_se_s, rel=1e-8)
+    capsys.readouterr()
+    data["iterations"] = 3  # too few for any sampling error: the range says it has none
+    path.write_text(yaml.safe_dump(data))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "b"), "--no-progress", "--speed-drift", "0.05"]) == 0
+    assert "no sampling error in the range of uncoded: fewer than 4 iterations" in capsys.readouterr().out
 
 
 def test_scale_cpu_work_scales_the_partitions_and_the_calls_only():

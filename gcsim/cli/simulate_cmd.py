@@ -225,6 +225,11 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
                 click.echo(f"note: the drift was estimated on {d.dof:g} degrees of freedom (calibration runs that "
                            f"disagree): Student's t widens the range {stats_t_ratio(d.dof):.1f}x over a known "
                            f"drift; one more calibration run narrows it")
+    if ranges is not None:
+        short = [str(k) for k, v in zip(ranges["scheme"], ranges["sampling_se_s"]) if not v == v]  # NaN
+        if short:
+            click.echo(f"note: no sampling error in the range of {', '.join(short)}: fewer than 4 iterations "
+                       f"(batch means need 2 batches of 2); the range is the drift's alone")
     elif auto_without_drift:  # asked for by name (the default says nothing): say why there is no range
         click.echo("no mean_95%_range_s: the scenario has no workload.speed_drift (gcsim calibrate writes one "
                    "from a run of at least 3 blocks of 20 iterations); give one with --speed-drift 0.075")

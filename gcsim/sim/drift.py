@@ -28,12 +28,14 @@ from scipy import stats
 from gcsim.latency import scaled_spec
 from gcsim.scenario import Scenario
 
-#: batches of the simulated iterations for the batch-means standard error of a mean
+#: batches of the simulated iterations for the batch-means standard error of a mean (fewer, of 2
+#: iterations each, when there are fewer than 2 x BATCHES iterations)
 BATCHES = 20
 
 #: columns of ``prediction_range.csv``
 RANGE_COLUMNS = ["scheme", "mean_s", "mean_lo_s", "mean_hi_s", "speed_drift_sd", "speed_drift_dof",
-                 "mean_slow_s", "mean_fast_s", "drift_half_width_s", "sampling_se_s", "confidence"]
+                 "mean_slow_s", "mean_fast_s", "drift_half_width_s", "sampling_se_s", "sampling_dof",
+                 "confidence"]
 
 
 def scale_cpu_work(sc: Scenario, factor: float) -> Scenario:
@@ -51,16 +53,26 @@ def scale_cpu_work(sc: Scenario, factor: float) -> Scenario:
     return sc.model_copy(update={"workload": sc.workload.model_copy(update=update)})
 
 
+def batch_count(n: int, batches: int = BATCHES) -> int:
+    """How many batches :func:`batch_means_se` cuts ``n`` values into: ``batches``, or fewer (of 2 values
+    each) for a short series; 0 when there are fewer than 4 values (no standard error)."""
+    b = min(int(batches), int(n) // 2)
+    return b if b >= 2 else 0
+
+
 def batch_means_se(x: np.ndarray, batches: int = BATCHES) -> float:
     """Standard error of the mean of the autocorrelated series ``x`` (iteration times, seconds) by
-    non-overlapping batch means (Law & Kelton §9.5.3): the standard deviation of ``batches`` batch means
-    over ``sqrt(batches)``; NaN with fewer than 2 values per batch."""
+    non-overlapping batch means (Law & Kelton §9.5.3): the standard deviation of the batch means over
+    ``sqrt(b)``, ``b = batch_count(len(x), batches)`` (``batches``, fewer for fewer than ``2 × batches``
+    values: before, a run that short got no sampling error at all and a range of zero width; review);
+    its degrees of freedom are ``b − 1``. NaN with fewer than 4 values."""
     x = np.asarray(x, float)
-    size = x.size // batches
-    if size < 2:
+    b = batch_count(x.size, batches)
+    if b == 0:
         return float("nan")
-    means = x[: size * batches].reshape(batches, size).mean(axis=1)
-    return float(np.std(means, ddof=1) / np.sqrt(batches))
+    size = x.size // b
+    means = x[: size * b].reshape(b, size).mean(axis=1)
+    return float(np.std(means, ddof=1) / np.sqrt(b))
 
 
 def mean_ranges(sc: Scenario, iterations: pd.DataFrame, simulate: Callable[[Scenario], pd.DataFrame],
@@ -75,9 +87,12 @@ def mean_ranges(sc: Scenario, iterations: pd.DataFrame, simulate: Callable[[Scen
         confidence: of the range (0.95).
     Returns:
         One row per scheme, :data:`RANGE_COLUMNS`, seconds: ``mean_lo_s`` / ``mean_hi_s`` = ``mean_s ∓
-        hypot(q_t·|mean_slow_s − mean_fast_s| / 2, q_z·sampling_se_s)`` (the lower end at least 0), ``q_t`` the quantile of Student's
-        t with ``speed_drift_dof`` degrees of freedom (the normal one when None), ``mean_slow_s`` /
-        ``mean_fast_s`` the means with the work ×(1 + sd) / ×(1 − sd).
+        hypot(q_t·|mean_slow_s − mean_fast_s| / 2, q_b·sampling_se_s)`` (the lower end at least 0), ``q_t`` the quantile of Student's
+        t with ``speed_drift_dof`` degrees of freedom (the normal one when None), ``q_b`` Student's t
+        with ``sampling_dof`` (batches − 1, :func:`batch_means_se`), ``mean_slow_s`` /
+        ``mean_fast_s`` the means with the work ×(1 + sd) / ×(1 − sd). A scheme with fewer than 4
+        iterations has no sampling error (``sampling_se_s`` NaN, ``sampling_dof`` 0): its range is the
+        drift's alone, and ``gcsim simulate`` says so.
     Raises:
         ValueError: the scenario has no ``workload.speed_drift``.
     """
@@ -99,10 +114,10 @@ def mean_ranges(sc: Scenario, iterations: pd.DataFrame, simulate: Callable[[Scen
         m_slow = float(slow.loc[slow["scheme"].astype(str) == label, "duration_s"].mean())
         m_fast = float(fast.loc[fast["scheme"].astype(str) == label, "duration_s"].mean())
         drift_hw = q_t * abs(m_slow - m_fast) / 2.0
-        se = batch_means_se(x)
-        half = float(np.hypot(drift_hw, q_z * se)) if np.isfinite(se) else drift_hw
+        se, se_dof = batch_means_se(x), max(batch_count(x.size) - 1, 0)
+        half = float(np.hypot(drift_hw, stats.t.ppf(q, se_dof) * se)) if np.isfinite(se) else drift_hw
         rows.append({"scheme": label, "mean_s": mean, "mean_lo_s": max(mean - half, 0.0), "mean_hi_s": mean + half,
                      "speed_drift_sd": sd, "speed_drift_dof": np.nan if drift.dof is None else float(drift.dof),
                      "mean_slow_s": m_slow, "mean_fast_s": m_fast, "drift_half_width_s": drift_hw,
-                     "sampling_se_s": se, "confidence": confidence})
+                     "sampling_se_s": se, "sampling_dof": se_dof, "confidence": confidence})
     return pd.DataFrame(rows, columns=RANGE_COLUMNS)
