@@ -43,6 +43,20 @@ def test_speed_drift_cv_is_the_spread_of_block_medians():
     assert np.isnan(speed_drift_cv(w.drop(columns="compute_cpu_s")))  # no CPU clocks
 
 
+def test_a_partial_last_block_counts_only_from_half_a_block():
+    from gcsim.compare.estimators import speed_block_medians
+
+    two = _workers([0.030, 0.033])
+    # one iteration more (a 51-iteration run, warm-up 10): it made a third "block" of one iteration, and a
+    # drift twice too large on 2 degrees of freedom (review); ten more make half a block, which counts
+    for extra, blocks in ((1, 2), (9, 2), (10, 3)):
+        tail = pd.DataFrame([{"iteration": 42 + i, "worker": w, "status": "arrived", "n_partitions": 2,
+                              "compute_cpu_s": 2 * 0.045} for i in range(extra) for w in range(3)])
+        meds = speed_block_medians(pd.concat([two, tail]), warmup=2)
+        assert len(meds) == blocks and (blocks == 2 or meds[-1] == pytest.approx(0.045))
+    assert np.isnan(speed_drift_cv(pd.concat([two, tail.iloc[:3]]), warmup=2))  # 2 blocks and 1 iteration: none
+
+
 def test_prediction_interval_widens_the_ci_in_quadrature():
     out = prediction_interval(0.10, 0.07, 0.12, 0.04)
     assert out["err_mean_pi_lo"] == pytest.approx(0.10 - 0.05) and out["err_mean_pi_hi"] == pytest.approx(0.10 + np.hypot(0.02, 0.04))

@@ -398,10 +398,17 @@ def finished_partition_cpu_s(workers: pd.DataFrame) -> np.ndarray:
 def speed_block_medians(workers: pd.DataFrame, warmup: int = 0, block: int = DRIFT_BLOCK_ITERATIONS) -> np.ndarray:
     """float ``(B,)``: the median CPU-seconds per partition of each block of ``block`` iterations after
     ``warmup`` that holds a finished row (what :func:`speed_drift_cv` spreads; ``B - 1`` is the degrees
-    of freedom of that spread); empty without CPU clocks."""
+    of freedom of that spread); empty without CPU clocks. A last block of fewer than ``block / 2``
+    iterations is left out: a 51-iteration run's 1-iteration block counted as a third block (review)."""
     it = pd.to_numeric(workers["iteration"], errors="coerce").to_numpy(float)
     per = finished_partition_cpu_s(workers)
     ok = np.isfinite(per) & (it >= warmup)
     if not ok.any():
         return np.zeros(0)
-    return pd.Series(per[ok]).groupby(((it[ok] - warmup) // max(int(block), 1)).astype(int)).median().to_numpy(float)
+    size = max(int(block), 1)
+    key = ((it[ok] - warmup) // size).astype(int)
+    meds = pd.Series(per[ok]).groupby(key).median()
+    last = int(key.max())
+    if 2 * len(np.unique(it[ok][key == last])) < size:  # a partial last block (of the iterations it holds)
+        meds = meds.drop(last)
+    return meds.to_numpy(float)
