@@ -83,6 +83,18 @@ def test_a_value_that_clashes_with_an_unswept_base_field_is_refused_at_load():
     assert validate_sweep({"base": base, "grid": {"workload.cores": [2, 4]}}).total == 2
 
 
+def test_a_value_valid_only_with_another_axis_is_left_to_the_points():
+    # worker_scale of 4 factors on a base of n = 6, with n swept over [4, 6]: valid at n = 4, so the two
+    # points with the other n are skipped, not the sweep refused (review)
+    plan = validate_sweep({"base": BASE, "grid": {"n": [4, 6], "stragglers.worker_scale": [[1.0] * 4, [1.0] * 6]}})
+    rows = [r for k in range(plan.total) for r in evaluate_point(plan, k)]
+    assert [r["status"] for r in rows] == ["ok", "skipped", "skipped", "ok"]
+    assert "worker_scale" in rows[1]["reason"]
+    # a value no other axis makes valid is still refused at load
+    with pytest.raises(ConfigError, match=r"^grid\.stragglers\.worker_scale\[0\]"):
+        validate_sweep({"base": BASE, "grid": {"n": [5, 6], "stragglers.worker_scale": [[1.0] * 4]}})
+
+
 def _simulate_cli(tmp_path: Path, scenario: Path, out: str) -> dict:
     assert main(["simulate", str(scenario), "--out", str(tmp_path / out), "--no-progress", "--trace", "none"]) == 0
     return {r["scheme"]: r for r in read_rows(tmp_path / out / "summary.csv")}

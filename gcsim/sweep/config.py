@@ -295,7 +295,8 @@ def validate_sweep(data: Any, base_dir: str | Path | None = None, default_name: 
     if "n" in sf.grid and "n_workers" in sf.grid:
         raise ConfigError("grid.n_workers", "one of n or n_workers (the same field)", GivenLabel("both"))
     axes = []
-    swept = [("n_workers",) if key == "n" else _split(key) for key in sf.grid if key not in _SCHEME_AXES]
+    swept = [(("n_workers",) if key == "n" else _split(key), values) for key, values in sf.grid.items()
+             if key not in _SCHEME_AXES]
     for key, values in sf.grid.items():
         field = f"grid.{key}"
         if key in _SCHEME_AXES:
@@ -307,7 +308,7 @@ def validate_sweep(data: Any, base_dir: str | Path | None = None, default_name: 
                               "schemes, s and m keys)", key)
         column = "n" if path == ("n_workers",) else key
         for i, v in enumerate(values):
-            _check_path_value(base, base_dir_s, path, v, f"{field}[{i}]", swept)
+            _check_path_value(base, base_dir_s, path, v, f"{field}[{i}]", [(p, vs) for p, vs in swept if p != path])
         axes.append(Axis(key, "path", path, column, tuple(values)))
     total = math.prod(len(a.values) for a in axes)
     if total > MAX_POINTS:
@@ -324,17 +325,36 @@ def _prefixed(e: ConfigError, prefix: str) -> ConfigError:
 
 
 def _check_path_value(base: dict, base_dir: str | None, path: tuple, value: Any, field: str,
-                      swept: list[tuple] = ()) -> None:
-    """One value alone on the base (schemes: just ``uncoded``): an error about the field itself is the
-    user's (raised, named ``field``); so is one about a field of the base that no axis sweeps (the value
-    clashes with it at every point: ``workload.cores: null`` beside the base's ``call_overhead``, ``n: 4``
-    beside a ``worker_scale`` of 6 factors), raised as ``field: <the scenario's error>``. Others depend on
-    the combination (the clashing field is swept too, or it is the schemes) and are left to the points.
+                      others: list[tuple[tuple, list]] = ()) -> None:
+    """One value alone on the base (schemes: just ``uncoded``). When the base refuses it, but the base
+    with some value of another axis set as well accepts it (``stragglers.worker_scale: [[1, 1, 1, 1]]``
+    beside ``n: [4, 6]`` on a base of n = 6), it depends on the combination and is left to the points
+    (found by a review: it was refused). Otherwise an error about the field itself is the user's
+    (raised, named ``field``); so is one about a field of the base that no axis sweeps (the value clashes
+    with it at every point: ``workload.cores: null`` beside the base's ``call_overhead``, ``n: 4`` beside
+    a ``worker_scale`` of 6 factors), raised as ``field: <the scenario's error>``. Others (the clashing
+    field is swept too, or it is the schemes) are left to the points.
 
     Args:
-        swept: the scenario paths of every non-scheme axis (``("n_workers",)`` for ``n``)."""
+        others: ``(path, values)`` of every other non-scheme axis (``("n_workers",)`` for ``n``)."""
     from gcsim.scenario import validate_scenario
 
+    def accepted(sets: list[tuple[tuple, Any]]) -> bool:
+        probe = copy.deepcopy(base)
+        probe["schemes"] = [{"name": "uncoded"}]
+        for p, v in sets:
+            try:
+                set_path(probe, p, copy.deepcopy(v))
+            except (KeyError, IndexError, TypeError):  # the other axis's path is not in this probe
+                return False
+        try:
+            validate_scenario(probe, base_dir=base_dir)
+        except ConfigError:
+            return False
+        return True
+
+    if accepted([(path, value)]) or any(accepted([(path, value), (p, v)]) for p, vs in others for v in vs):
+        return
     probe = copy.deepcopy(base)
     probe["schemes"] = [{"name": "uncoded"}]
     set_path(probe, path, copy.deepcopy(value))
@@ -348,7 +368,7 @@ def _check_path_value(base: dict, base_dir: str | None, path: tuple, value: Any,
             raise ConfigError(field + e.field[len(target):], e.allowed, e.given) from None
         other = _split(e.field) if e.field and e.field != "scenario" else ()
         if other and other[0] != "schemes" and not any(
-                other[:len(p)] == p or p[:len(other)] == other for p in swept):
+                other[:len(p)] == p or p[:len(other)] == other for p, _ in others):
             raise ConfigError(field, message=f"{field}: {display(value)} clashes with the base's {e.field}, which "
                                              f"no grid key sweeps, so every point with it would be skipped: "
                                              f"{e}") from None
