@@ -153,10 +153,17 @@ def test_bad_run_dirs_give_one_line_errors(root, tmp_path, capsys, breaker, expe
                                 "--calibrate-from'"),
     (["--cpu-source", "wall", "--speed-from", "target"], "got '--speed-from target with --cpu-source wall'"),
     (["--cpu-source", "wall", "--speed-drift", "0.05"], "--speed-drift: expected to be used with --cpu-source"),
+    # a drift given where no prediction interval is made: it was silently ignored (review)
+    (["--cpu-source", "measured", "--speed-drift", "0.05"], "got '0.05 with no --calibrate-from (each run "
+                                                            "calibrated on itself: in sample, no prediction)'"),
+    (["--calibrate-from", "CAL", "--mode", "paired", "--speed-drift", "0.05"], "got \"0.05 with --mode paired (a replay"),
+    (["--calibrate-from", "CAL", "--speed-from", "target", "--speed-drift", "0.05"],
+     "--speed-drift: expected a prediction interval's drift only for predictions"),
 ])
 def test_bad_options_give_one_line_errors(root, tmp_path, capsys, monkeypatch, args, expected):
     monkeypatch.chdir(tmp_path)
     extra = [] if "--runs-root" in args else [root / "real" / "uncoded-20250101T000000Z"]
+    args = [str(root / "real" / "uncoded-20250102T000000Z") if a == "CAL" else a for a in args]
     rc, out, err = _run(capsys, *extra, "--out", tmp_path / "o", *FAST, *args)  # args last: they win
     assert rc == 2 and expected in err and err.count("\n") == 1
 

@@ -3,6 +3,8 @@ findings 13-16): the drift a run measures on itself (:func:`speed_drift_cv`), it
 the simulator (:func:`drift_half_width`) and the interval it widens (:func:`prediction_interval`)."""
 
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -76,7 +78,10 @@ def _run(tmp_path, name, compute_s, schemes, iterations=60, call_overhead_s=0.0)
                      **overhead},
         "master": {"decode_s": {"dist": "constant", "value": 0.002}},
         "stragglers": {"delay": {"dist": "constant", "value": 0.0}}})
-    return read_run_dir(write_sim_run(simulate(sc), sc, tmp_path / name))
+    out = write_sim_run(simulate(sc), sc, tmp_path / name)
+    meta = json.loads((out / "meta.json").read_text())
+    (out / "meta.json").write_text(json.dumps({**meta, "executor": "real"}))  # a stand-in for a measured run
+    return read_run_dir(out)
 
 
 def test_drift_propagates_linearly_through_a_deterministic_run(tmp_path):
@@ -254,3 +259,21 @@ def test_the_drift_moves_the_per_call_cpu_too(tmp_path):
     partitions_only = drift_half_width(tgt, "gc-fr", dataclasses.replace(cal, overhead_values_s=np.zeros(0)), opts,
                                        0.05, 2)
     assert with_calls > 1.1 * partitions_only > 0
+
+
+def test_a_simulated_calibration_run_gives_no_drift_and_says_why(tmp_path):
+    # a simulated run's block spread is the model's noise: it gave an interval "(sigma 1.1 %, 207 dof)"
+    # as if it were a machine's drift (review); a drift given by hand still applies
+    src = _run(tmp_path, "src", C, [{"name": "uncoded"}])
+    meta = json.loads((src.path / "meta.json").read_text())
+    (src.path / "meta.json").write_text(json.dumps({**meta, "executor": "sim"}))
+    src = read_run_dir(src.path)
+    tgt = _run(tmp_path, "tgt", C, [{"name": "gc-fr", "s": 1}])
+    opts = dict(replications=1, warmup=2, cpu_source="measured", n_resamples=200)
+    res = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=CompareOptions(**opts))
+    row = res.table().iloc[0]
+    assert np.isnan(row["speed_cv"]) and np.isnan(row["speed_dof"]) and row["pi_covers"] is None
+    assert res.missing_notes() == ["no prediction interval: the calibration run(s) src are simulated: their spread "
+                                   "is the model's own, not a machine's drift (--speed-drift F gives one by hand)"]
+    given = compare_runs([(tgt, ["gc-fr"])], calibrate_from=src, options=CompareOptions(speed_drift=0.05, **opts))
+    assert given.table().iloc[0]["speed_cv"] == 0.05 and given.missing_notes() == []

@@ -177,6 +177,18 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
                 raise ConfigError(flag, "to be used with --cpu-source measured (wall time folds the machine's load "
                                   "and speed into the work per partition: there is no measured CPU to act on)",
                                   f"{flag} {value} with {how}")
+    if (ctx.get_parameter_source("speed_drift") == click.core.ParameterSource.COMMANDLINE
+            and str(speed_drift).strip() not in ("auto", "none")):
+        # a drift given where no prediction interval is made: refused, not silently ignored (review)
+        why = ("--mode paired (a replay of each target's own draws is a model check, not a prediction)"
+               if mode == "paired" else
+               "--speed-from target (each target's own speed is given: there is no drift to allow for)"
+               if speed_from == "target" else
+               "no --calibrate-from (each run calibrated on itself: in sample, no prediction)"
+               if not calibrate_from else None)
+        if why is not None:
+            raise ConfigError("--speed-drift", "a prediction interval's drift only for predictions (--calibrate-from, "
+                              "--mode scenario, --speed-from calibration or probe)", f"{speed_drift} with {why}")
     if out_dir is not None:
         check_out_dir(out_dir)
     if run_dirs:

@@ -311,6 +311,8 @@ class CompareResult:
         target_notes: a target run whose other-process load differed from the calibration's
             (:func:`gcsim.compare.stalls.load_change_note`) or too short to judge its p95
             (:func:`gcsim.compare.stalls.short_target_note`), one line each.
+        simulated_calibration: ``calibrate_from`` holds a simulated run (no measured drift, hence no
+            prediction interval with ``--speed-drift auto``).
     """
 
     items: list[SchemeComparison]
@@ -321,6 +323,7 @@ class CompareResult:
     stall_notes: tuple[str, ...] = ()
     slow_stretch_notes: tuple[str, ...] = ()
     target_notes: tuple[str, ...] = ()
+    simulated_calibration: bool = False
 
     def table(self) -> pd.DataFrame:
         """The ``validation.csv`` table (one row per item)."""
@@ -342,6 +345,10 @@ class CompareResult:
                     "workers' CPU clocks (--cpu-source measured, the default with --calibrate-from)"]
         if not asked or not preds or not all(np.isnan(it.speed_cv) for it in preds):
             return []
+        if self.simulated_calibration:
+            return [f"no prediction interval: the calibration run(s) {' + '.join(preds[0].calibration.source)} "
+                    f"are simulated: their spread is the model's own, not a machine's drift (--speed-drift F "
+                    f"gives one by hand)"]
         return [f"no prediction interval: the machine's speed drift could not be measured on the calibration "
                 f"run(s) {' + '.join(preds[0].calibration.source)} (it needs the workers' CPU clocks and at least "
                 f"{DRIFT_MIN_BLOCKS} blocks of {DRIFT_BLOCK_ITERATIONS} iterations after the warm-up; "
@@ -761,11 +768,15 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
     predicting = (sources is not None and options.speed_drift != "none" and options.cpu_source == "measured"
                   and options.mode == "scenario" and options.speed_from != "target")
     sigma, dof = float("nan"), float("inf")
+    simulated_sources = sources is not None and any(src.executor == "sim" for src in sources)
     if predicting:
         sigma = (calibration_speed_cv(sources, w_src) if options.speed_drift == "auto"
                  else float(options.speed_drift))
         if options.speed_drift == "auto":
             dof = calibration_speed_dof(sources, w_src)
+        if options.speed_drift == "auto" and simulated_sources:
+            # a simulated run's block spread is the model's own noise, not a machine's drift (review)
+            sigma, dof = float("nan"), float("inf")
     work = [(run, sch) for run, schemes in targets for sch in schemes]
     counts = pd.Series([sch for _, sch in work]).value_counts()
     run_names = _distinct_run_names([run for run, _ in targets])
@@ -847,7 +858,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                           verdict=judge(cmp, options.bands), mode=options.mode,
                                           load_from=options.load_from, speed_from=options.speed_from,
                                           speed_cv=sigma if predicting and out_of_sample else float("nan"),
-                                          speed_dof=dof if predicting and out_of_sample else float("nan"),
+                                          speed_dof=(dof if predicting and out_of_sample and np.isfinite(sigma)
+                                                     else float("nan")),
                                           drift_half_width=drift,
                                           expectation=expectation, expectation_p95=expectation_p95,
                                           stalled=tuple(int(i) for i in stalled),
@@ -862,7 +874,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                                  {it.label: it.comparison.simulated["mean"] for it in items})
     return CompareResult(items=items, ranking=ranking, calibrations=calibrations, options=options,
                          window_notes=tuple(window_notes), stall_notes=tuple(stall_notes),
-                         slow_stretch_notes=tuple(slow_notes), target_notes=tuple(target_notes))
+                         slow_stretch_notes=tuple(slow_notes), target_notes=tuple(target_notes),
+                         simulated_calibration=simulated_sources)
 
 
 __all__ = ["CPU_SOURCES", "resolve_cpu_source", "REPLAY_MAX_BAD_FRACTION", "SCHEDULERS", "calibration_speed_cv", "calibration_speed_dof", "default_warmup", "drift_half_width", "expectation_error", "prediction_interval", "simulated_mean_se", "BACKGROUND_SOURCES", "LOAD_SOURCES", "SPEED_SOURCES", "probe_cpu_s", "speed_ratio", "basis_of", "CompareOptions", "CompareResult", "MODES", "SchemeComparison", "check_replay", "compare_runs",
