@@ -464,7 +464,9 @@ def validate_scenario(data: Any, base_dir: str | Path | None = None) -> Scenario
     if data is None:
         raise ConfigError("scenario", "a YAML mapping of scenario fields", _GivenLabel("an empty document"))
     if not isinstance(data, dict):
-        raise ConfigError("scenario", "a YAML mapping of scenario fields", type(data).__name__)
+        shown = repr(data) if len(repr(data)) <= 60 else repr(data)[:57] + "..."
+        raise ConfigError("scenario", "a YAML mapping of scenario fields",
+                          _GivenLabel(f"a {type(data).__name__}, {shown}"))  # the value, not only its type (review)
     try:
         return Scenario.model_validate(data, context={"base_dir": None if base_dir is None else str(base_dir)})
     except ValidationError as e:

@@ -251,6 +251,17 @@ def test_calibration_recovers_the_simulated_background(tmp_path):
     assert calibrate(run, warmup=2).background_wait_cores is None
 
 
+def test_a_background_above_the_machines_cores_is_taken_as_all_of_them(tmp_path):
+    # CPU-clock ticks over few-ms finish phases of a short run measured 2.5 cores on 2 (review)
+    path = _sim_run(tmp_path, 0.7, 1.3)
+    its = pd.read_csv(path / "iterations.csv")
+    its["other_cpu_finish_s"] *= 2.5 / 1.3
+    its.to_csv(path / "iterations.csv", index=False)
+    cal = calibrate(read_run_dir(path), warmup=2, use_measured_cpu=True)
+    assert cal.background_finish_cores == 2.0 and cal.background_wait_cores == pytest.approx(0.7, rel=1e-6)
+    assert any("more than the machine's 2 (CPU clock ticks" in n for n in cal.notes)
+
+
 def test_out_of_sample_with_target_load_recovers_a_load_change(tmp_path):
     # calibrate on uncoded run under 0.2 cores of other load; the gc-fr target ran under 1.2 cores
     src = read_run_dir(_sim_run(tmp_path, 0.2, 0.2, "src", [{"name": "uncoded"}]))

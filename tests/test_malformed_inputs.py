@@ -407,11 +407,23 @@ def test_malformed_advise_flag(case, work, capsys):
     assert err.startswith("gcsim: error: --"), err
 
 
-def test_advise_objective_bogus(work, capsys):  # click's own one-line message for a choice
+def test_advise_objective_bogus(work, capsys):  # click's choice, worded like every other error
     assert main(["advise", str(work / "ok.yaml"), "--objective", "bogus"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert "'--objective': 'bogus' is not one of 'mean', 'p95', 'p99'" in err
+    assert err.startswith("gcsim: error: --objective: expected one of 'mean', 'p95', 'p99', got 'bogus'")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["compare", "--replications", "abc"], "--replications: expected an integer, got 'abc'"),
+    (["real", "--lr", "x"], "--lr: expected a number, got 'x'"),
+    (["data", "prepare", "--expect-train-per-class", "0"], "--expect-train-per-class: expected a value in x>=1, got '0'"),
+])
+def test_clicks_own_types_speak_like_gcsim(argv, line, capsys):
+    # click's "Invalid value for '--replications': 'abc' is not a valid integer." (review)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gcsim: error: {line} (see 'gcsim ") and err.count("\n") == 1
 
 
 def _replay_scenario(work, **replay):

@@ -128,7 +128,8 @@ def test_malformed_scenario_one_line_exit_2_no_output(case, tmp_path, monkeypatc
 
 @pytest.mark.parametrize("content,message", [
     ("name: [unclosed", "scenario: expected valid YAML"),
-    ("- just\n- a list\n", "scenario: expected a YAML mapping of scenario fields, got 'list'"),
+    ("- just\n- a list\n", "scenario: expected a YAML mapping of scenario fields, got a list, ['just', 'a list']"),
+    ("just a string\n", "scenario: expected a YAML mapping of scenario fields, got a str, 'just a string'"),
 ])
 def test_unparseable_scenario_file(content, message, tmp_path, capsys):
     p = tmp_path / "bad.yaml"

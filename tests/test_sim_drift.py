@@ -154,7 +154,7 @@ def test_simulate_writes_the_range_and_refuses_a_bad_drift(tmp_path, capsys):
     assert "no mean_95%_range_s: the scenario has no workload.speed_drift" in capsys.readouterr().out
     assert not (tmp_path / "auto2" / "prediction_range.csv").exists()
     assert main(["simulate", str(path), "--out", str(tmp_path / "c"), "--speed-drift", "1"]) == 2
-    assert capsys.readouterr().err.strip() == ("gcsim: error: --speed-drift: expected auto, none or a number in "
+    assert capsys.readouterr().err.strip() == ("gcsim: error: --speed-drift: expected auto, none or a fraction in "
                                                "[0, 1), got '1'")
     assert not (tmp_path / "c").exists()
     for bad, field in (({"sd": -0.1}, "workload.speed_drift.sd"), ({"sd": 0.05, "dof": 0.001}, "workload.speed_drift.dof")):

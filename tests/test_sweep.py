@@ -83,6 +83,13 @@ def test_a_value_that_clashes_with_an_unswept_base_field_is_refused_at_load():
     assert validate_sweep({"base": base, "grid": {"workload.cores": [2, 4]}}).total == 2
 
 
+def test_a_repeated_grid_value_is_refused():
+    with pytest.raises(ConfigError, match=r"^grid\.n\[2\]: expected values that differ .*, got 6, as grid\.n\[0\]$"):
+        validate_sweep({"base": BASE, "grid": {"n": [6, 4, 6]}})
+    with pytest.raises(ConfigError, match=r"^grid\.stragglers\.delay\[1\]"):
+        validate_sweep({"base": BASE, "grid": {"stragglers.delay": [{"dist": "expon", "scale": 0.1}] * 2}})
+
+
 def test_a_value_valid_only_with_another_axis_is_left_to_the_points():
     # worker_scale of 4 factors on a base of n = 6, with n swept over [4, 6]: valid at n = 4, so the two
     # points with the other n are skipped, not the sweep refused (review)

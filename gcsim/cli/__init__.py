@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import warnings
 
@@ -65,6 +66,28 @@ def cli():
     """
 
 
+#: click's own wording of a bad value (its INT, FLOAT, Choice and ranges) -> what gcsim's errors say
+_CLICK_BAD_VALUE = [
+    (re.compile(r"^'?(?P<got>.*?)'? is not a valid integer( range)?\.$"), lambda m: "an integer"),
+    (re.compile(r"^'?(?P<got>.*?)'? is not a valid float( range)?\.$"), lambda m: "a number"),
+    (re.compile(r"^'?(?P<got>.*?)'? is not one of (?P<choices>.*)\.$"), lambda m: f"one of {m['choices']}"),
+    (re.compile(r"^'?(?P<got>.*?)'? is not in the range (?P<range>.*)\.$"), lambda m: f"a value in {m['range']}"),
+]
+
+
+def _bad_parameter_line(e: click.UsageError) -> str | None:
+    """``--opt: expected ..., got '...'`` for a value click's own types refused (``'abc' is not a valid
+    integer``), the form of every other gcsim error (a review found click's wording in a few options);
+    None for other usage errors."""
+    if not isinstance(e, click.BadParameter) or e.param is None or not getattr(e.param, "opts", None):
+        return None
+    for pattern, allowed in _CLICK_BAD_VALUE:
+        m = pattern.match(str(e.message).strip())
+        if m:
+            return f"{e.param.opts[0]}: expected {allowed(m)}, got {m['got']!r}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point. Returns the exit status (0 ok, 1 check failed, 2 bad input, 128 + the signal's
     number when interrupted: 130 after Ctrl-C, 143 after SIGTERM, :mod:`gcsim.signals`)."""
@@ -89,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except click.UsageError as e:  # one line, like every other error (exit 2)
         where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-        click.echo(f"gcsim: error: {e.format_message()}{where}", err=True)
+        click.echo(f"gcsim: error: {_bad_parameter_line(e) or e.format_message()}{where}", err=True)
         return e.exit_code
     except click.ClickException as e:
         e.show()

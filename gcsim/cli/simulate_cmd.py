@@ -47,7 +47,7 @@ class _SpeedDrift(FloatOption):
         super().__init__(0.0, 1.0, hi_open=True)
 
     def _allowed(self) -> str:
-        return "auto, none or a number in [0, 1)"
+        return "auto, none or a fraction in [0, 1)"
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value.strip() in ("none", "auto"):

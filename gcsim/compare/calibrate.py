@@ -459,6 +459,12 @@ class _Samples:
             if bg_wait is not None and idle_rate > 0:  # the workers' idle-time CPU, all the time (split_idle_cpu)
                 bg_wait += n * idle_rate
                 bg_fin = (bg_fin if bg_fin is not None else 0.0) + n * idle_rate
+            for name, v in (("waited", bg_wait), ("decoded and stepped", bg_fin)):
+                if v is not None and v > cores:  # clock ticks over phases of a few ms (a short run): noise
+                    notes.append(f"other processes measured {v:.3f} cores while the master {name}, more than the "
+                                 f"machine's {cores:g} (CPU clock ticks over phases of a few ms): taken as {cores:g}")
+            bg_wait = None if bg_wait is None else min(bg_wait, float(cores))
+            bg_fin = None if bg_fin is None else min(bg_fin, float(cores))
             payload = float(np.mean(np.concatenate(self.background_bytes))) if self.background_bytes else 0.0
             if bg_wait is not None and bg_it and payload > 0:
                 # the per-iteration work is Ray moving the replies: per byte of payload, so that a scheme

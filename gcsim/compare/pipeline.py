@@ -801,6 +801,7 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
                 if w_bg is not None:
                     idle = cal.n_workers * cal.idle_cores_per_worker  # in the workers' clocks, not the others'
                     w_bg, f_bg = w_bg + idle, (f_bg if f_bg is not None else w_bg) + idle
+                    w_bg, f_bg = min(w_bg, float(cal.cores)), min(f_bg, float(cal.cores))  # as calibrate caps it
                     cal = dataclasses.replace(cal, background_wait_cores=w_bg, background_finish_cores=f_bg,
                                               background_per_iteration_cpu_s=it_bg,
                                               background_per_payload_byte_cpu_s=None)  # the target's own

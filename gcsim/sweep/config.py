@@ -294,6 +294,14 @@ def validate_sweep(data: Any, base_dir: str | Path | None = None, default_name: 
 
     if "n" in sf.grid and "n_workers" in sf.grid:
         raise ConfigError("grid.n_workers", "one of n or n_workers (the same field)", GivenLabel("both"))
+    for key, values in sf.grid.items():  # a repeated value would simulate the same points again (review)
+        seen: dict[str, int] = {}
+        for i, v in enumerate(values):
+            k = json.dumps(v, sort_keys=True, default=str)
+            if k in seen:
+                raise ConfigError(f"grid.{key}[{i}]", "values that differ (a repeated one simulates the same points "
+                                  "twice, with the same draws)", GivenLabel(f"{display(v)}, as grid.{key}[{seen[k]}]"))
+            seen[k] = i
     axes = []
     swept = [(("n_workers",) if key == "n" else _split(key), values) for key, values in sf.grid.items()
              if key not in _SCHEME_AXES]
