@@ -308,3 +308,13 @@ def test_a_running_sweep_keeps_its_status_current(tmp_path, monkeypatch):
     run_sweep(plan, out_dir=tmp_path / "run", executor="local", progress=False,
               on_point=lambda k: seen.append(json.loads((tmp_path / "run" / "status.json").read_text())))
     assert [st["points_done"] for st in seen] == [1, 2, 3, 4] and {st["status"] for st in seen} == {"running"}
+
+
+def test_resume_with_out_is_one_line_before_the_header(tmp_path, capsys):
+    # the "sweep NAME: N points ..." header was printed before this refusal (review)
+    sf = sweep_file(tmp_path, {"seed": [1, 2]})
+    assert main(["sweep", str(sf), "--resume", str(tmp_path / "r"), "--out", str(tmp_path / "o"),
+                 "--executor", "local", "--no-progress"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("gcsim: error: --out: expected not given with --resume") and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()

@@ -77,7 +77,12 @@ def command(ctx, sweep, out_dir, resume, executor, address, connect_timeout, num
             raise ConfigError(e.field, message=f"{e}; continue that sweep with: gcsim sweep {sweep} "
                                                f"--resume {out_dir}") from None
     if resume is not None:
+        from gcsim.errors import ConfigError
         from gcsim.sweep.run import check_same_sweep
+
+        if out_dir is not None:  # before the header: a refusal is one line (review)
+            raise ConfigError("--out", "not given with --resume (the run continues in its own directory)",
+                              str(out_dir))
         check_same_sweep(Path(resume), plan)  # before anything is printed: a refusal is one line
     click.echo(f"sweep {plan.name}: {plan.total} points ("
                + " x ".join(f"{len(ax.values)} {ax.key}" for ax in plan.axes) + f"), executor {executor}")
