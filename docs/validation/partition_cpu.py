@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent / "partition-cpu-2026-12-05" / "runs"
+PAIRS = ROOT.parent / "pairs"  # eight interleaved rounds of uncoded and gc-fr (run_pairs.sh)
 WARMUP = 10
 
 
-def partitions() -> pd.DataFrame:
+def partitions(root: Path = ROOT) -> pd.DataFrame:
     rows = []
-    for d in sorted(ROOT.iterdir()):
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
         with gzip.open(d / "partitions.jsonl.gz", "rt") as f:
             for line in f:
                 r = json.loads(line)
@@ -34,6 +35,37 @@ def partitions() -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["other_threads_ms"] = df["proc_ms"] - df["thread_ms"]
     return df
+
+
+def arrived_median_ms(run: Path) -> float:
+    """workers.csv's median CPU per partition of the calls that sent (cpu_by_scheme.py's measure), ms."""
+    w = pd.read_csv(run / "workers.csv")
+    w = w[(w.iteration >= WARMUP) & (w.status == "arrived")]
+    return 1e3 * float((w.compute_cpu_s / w.n_partitions).median())
+
+
+def pairs() -> None:
+    from scipy import stats
+
+    print("\n4. eight interleaved rounds of uncoded and gc-fr (order alternating), one Ray per run:")
+    rounds = sorted({int(p.name.rsplit("-", 1)[1]) for p in PAIRS.iterdir() if p.is_dir()})
+    ratio = np.array([arrived_median_ms(PAIRS / f"gc-fr-{r}") / arrived_median_ms(PAIRS / f"uncoded-{r}")
+                      for r in rounds])
+    lr = np.log(ratio)
+    print("   gc-fr over uncoded per round: " + ", ".join(f"{v:.3f}" for v in ratio))
+    print(f"   geometric mean {np.exp(lr.mean()):.3f}, 95 % CI {np.exp(lr.mean() - stats.t.ppf(0.975, lr.size - 1) * lr.std(ddof=1) / np.sqrt(lr.size)):.3f}"
+          f"-{np.exp(lr.mean() + stats.t.ppf(0.975, lr.size - 1) * lr.std(ddof=1) / np.sqrt(lr.size)):.3f}, t-test p "
+          f"{stats.ttest_1samp(lr, 0).pvalue:.2f}, below 1 in {int((lr < 0).sum())} of {lr.size}")
+    df = partitions(PAIRS)
+    df["scheme"] = df["run"].str.rsplit("-", n=1).str[0]
+    df["round"] = df["run"].str.rsplit("-", n=1).str[1].astype(int)
+    g = df.groupby(["round", "scheme", "position"])["proc_ms"].median()
+    for pos in (0, 1):
+        r = np.array([g[(k, "gc-fr", pos)] / g[(k, "uncoded", 0)] for k in rounds])
+        print(f"   gc-fr's partition {pos + 1} of its call over uncoded's one (medians): mean "
+              f"{np.exp(np.log(r).mean()):.3f}, t-test p {stats.ttest_1samp(np.log(r), 0).pvalue:.2f}")
+    print("   time slices per partition: " + ", ".join(
+        f"{s} position {p + 1}: {v:.1f}" for (s, p), v in df.groupby(["scheme", "position"])["slices"].mean().items()))
 
 
 def main() -> None:
@@ -61,6 +93,7 @@ def main() -> None:
     for run, g in df.groupby("run"):
         b, a = np.polyfit(g.slices, g.thread_ms, 1)
         print(f"   {run:10s} a {a:.2f} ms, b {b:.3f} ms per slice, mean slices {g.slices.mean():.1f}")
+    pairs()
 
 
 if __name__ == "__main__":
