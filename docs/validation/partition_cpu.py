@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent / "partition-cpu-2026-12-05" / "runs"
-PAIRS = ROOT.parent / "pairs"  # eight interleaved rounds of uncoded and gc-fr (run_pairs.sh)
+PAIRS = ROOT.parent / "pairs"  # eight interleaved rounds of uncoded and gc-fr, a Ray per run (run_pairs.sh)
+ONE_RAY = ROOT.parent / "pairs-one-ray"  # the same inside one long-lived Ray (run_pairs_one_ray.sh)
 WARMUP = 10
 
 
@@ -44,13 +45,17 @@ def arrived_median_ms(run: Path) -> float:
     return 1e3 * float((w.compute_cpu_s / w.n_partitions).median())
 
 
-def pairs() -> None:
+def pairs(root: Path, title: str) -> None:
     from scipy import stats
 
-    print("\n4. eight interleaved rounds of uncoded and gc-fr (order alternating), one Ray per run:")
+    print(f"\n{title}")
+    PAIRS = root
     rounds = sorted({int(p.name.rsplit("-", 1)[1]) for p in PAIRS.iterdir() if p.is_dir()})
     ratio = np.array([arrived_median_ms(PAIRS / f"gc-fr-{r}") / arrived_median_ms(PAIRS / f"uncoded-{r}")
                       for r in rounds])
+    print("   uncoded, gc-fr (ms): " + ", ".join(
+        f"{arrived_median_ms(PAIRS / f'uncoded-{r}'):.1f} {arrived_median_ms(PAIRS / f'gc-fr-{r}'):.1f}"
+        for r in rounds))
     lr = np.log(ratio)
     print("   gc-fr over uncoded per round: " + ", ".join(f"{v:.3f}" for v in ratio))
     print(f"   geometric mean {np.exp(lr.mean()):.3f}, 95 % CI {np.exp(lr.mean() - stats.t.ppf(0.975, lr.size - 1) * lr.std(ddof=1) / np.sqrt(lr.size)):.3f}"
@@ -93,7 +98,9 @@ def main() -> None:
     for run, g in df.groupby("run"):
         b, a = np.polyfit(g.slices, g.thread_ms, 1)
         print(f"   {run:10s} a {a:.2f} ms, b {b:.3f} ms per slice, mean slices {g.slices.mean():.1f}")
-    pairs()
+    pairs(PAIRS, "4. eight interleaved rounds of uncoded and gc-fr (order alternating), each run its own Ray:")
+    pairs(ONE_RAY, "5. the same inside one long-lived Ray (`ray start`, every run `gcsim real --address`), as a "
+                   "study's runs share one:")
 
 
 if __name__ == "__main__":
