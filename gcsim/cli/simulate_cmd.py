@@ -225,7 +225,6 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
                 click.echo(f"note: the drift was estimated on {d.dof:g} degrees of freedom (calibration runs that "
                            f"disagree): Student's t widens the range {stats_t_ratio(d.dof):.1f}x over a known "
                            f"drift; one more calibration run narrows it")
-    if ranges is not None:
         short = [str(k) for k, v in zip(ranges["scheme"], ranges["sampling_se_s"]) if not v == v]  # NaN
         if short:
             click.echo(f"note: no sampling error in the range of {', '.join(short)}: fewer than 4 iterations "

@@ -347,39 +347,35 @@ def _check_path_value(base: dict, base_dir: str | None, path: tuple, value: Any,
         others: ``(path, values)`` of every other non-scheme axis (``("n_workers",)`` for ``n``)."""
     from gcsim.scenario import validate_scenario
 
-    def accepted(sets: list[tuple[tuple, Any]]) -> bool:
+    def refusal(sets: list[tuple[tuple, Any]]) -> ConfigError | None:
+        """The scenario's error for the base with ``sets`` applied (schemes: just uncoded), None if valid."""
         probe = copy.deepcopy(base)
         probe["schemes"] = [{"name": "uncoded"}]
-        for p, v in sets:
-            try:
+        try:
+            for p, v in sets:
                 set_path(probe, p, copy.deepcopy(v))
-            except (KeyError, IndexError, TypeError):  # the other axis's path is not in this probe
-                return False
+        except (KeyError, IndexError, TypeError):  # the other axis's path is not in this probe
+            return ConfigError(field, message=f"{field}: no such path")
         try:
             validate_scenario(probe, base_dir=base_dir)
-        except ConfigError:
-            return False
-        return True
+        except ConfigError as err:
+            return err
+        return None
 
-    if accepted([(path, value)]) or any(accepted([(path, value), (p, v)]) for p, vs in others for v in vs):
+    e = refusal([(path, value)])
+    if e is None or any(refusal([(path, value), (p, v)]) is None for p, vs in others for v in vs):
         return
-    probe = copy.deepcopy(base)
-    probe["schemes"] = [{"name": "uncoded"}]
-    set_path(probe, path, copy.deepcopy(value))
     target = ".".join(str(p) for p in path)
-    try:
-        validate_scenario(probe, base_dir=base_dir)
-    except ConfigError as e:
-        if e.field == target or e.field.startswith(target + "."):
-            if e.allowed is None:
-                raise ConfigError(field, message=f"{field}: {e}") from None
-            raise ConfigError(field + e.field[len(target):], e.allowed, e.given) from None
-        other = _split(e.field) if e.field and e.field != "scenario" else ()
-        if other and other[0] != "schemes" and not any(
-                other[:len(p)] == p or p[:len(other)] == other for p, _ in others):
-            raise ConfigError(field, message=f"{field}: {display(value)} clashes with the base's {e.field}, which "
-                                             f"no grid key sweeps, so every point with it would be skipped: "
-                                             f"{e}") from None
+    if e.field == target or e.field.startswith(target + "."):
+        if e.allowed is None:
+            raise ConfigError(field, message=f"{field}: {e}") from None
+        raise ConfigError(field + e.field[len(target):], e.allowed, e.given) from None
+    other = _split(e.field) if e.field and e.field != "scenario" else ()
+    if other and other[0] != "schemes" and not any(
+            other[:len(p)] == p or p[:len(other)] == other for p, _ in others):
+        raise ConfigError(field, message=f"{field}: {display(value)} clashes with the base's {e.field}, which "
+                                         f"no grid key sweeps, so every point with it would be skipped: "
+                                         f"{e}") from None
 
 
 def _check_scheme_axis(key: str, values: list) -> list:
