@@ -4,7 +4,9 @@ The workers of those runs (instrument.patch) logged, per partition: the process'
 ``compute_cpu_s`` sums), the computing thread's own CPU (the difference is Ray's other threads), the wall
 time and the number of time slices the thread ran in. Printed: per run and position in the call, the
 medians; per run, workers.csv's median CPU per partition of the calls that sent (cpu_by_scheme.py's
-measure) over the mean of the two `uncoded` runs; and how the thread's CPU grows with its time slices.
+measure) over the mean of the two `uncoded` runs; how the thread's CPU grows with its time slices; the
+eight interleaved `uncoded`/`gc-fr` pairs with a Ray per run and in one shared Ray, and the two settings
+against each other (part 6, added 2026-12-05 21:40 UTC as a correction).
 
     .venv/bin/python docs/validation/partition_cpu.py     # a second; output in partition_cpu.txt
 """
@@ -45,23 +47,23 @@ def arrived_median_ms(run: Path) -> float:
     return 1e3 * float((w.compute_cpu_s / w.n_partitions).median())
 
 
-def pairs(root: Path, title: str) -> None:
+def pairs(root: Path, title: str) -> np.ndarray:
+    """Print one pairs experiment; return its per-round log ratios gc-fr / uncoded."""
     from scipy import stats
 
     print(f"\n{title}")
-    PAIRS = root
-    rounds = sorted({int(p.name.rsplit("-", 1)[1]) for p in PAIRS.iterdir() if p.is_dir()})
-    ratio = np.array([arrived_median_ms(PAIRS / f"gc-fr-{r}") / arrived_median_ms(PAIRS / f"uncoded-{r}")
+    rounds = sorted({int(p.name.rsplit("-", 1)[1]) for p in root.iterdir() if p.is_dir()})
+    ratio = np.array([arrived_median_ms(root / f"gc-fr-{r}") / arrived_median_ms(root / f"uncoded-{r}")
                       for r in rounds])
     print("   uncoded, gc-fr (ms): " + ", ".join(
-        f"{arrived_median_ms(PAIRS / f'uncoded-{r}'):.1f} {arrived_median_ms(PAIRS / f'gc-fr-{r}'):.1f}"
+        f"{arrived_median_ms(root / f'uncoded-{r}'):.1f} {arrived_median_ms(root / f'gc-fr-{r}'):.1f}"
         for r in rounds))
     lr = np.log(ratio)
     print("   gc-fr over uncoded per round: " + ", ".join(f"{v:.3f}" for v in ratio))
     print(f"   geometric mean {np.exp(lr.mean()):.3f}, 95 % CI {np.exp(lr.mean() - stats.t.ppf(0.975, lr.size - 1) * lr.std(ddof=1) / np.sqrt(lr.size)):.3f}"
           f"-{np.exp(lr.mean() + stats.t.ppf(0.975, lr.size - 1) * lr.std(ddof=1) / np.sqrt(lr.size)):.3f}, t-test p "
           f"{stats.ttest_1samp(lr, 0).pvalue:.2f}, below 1 in {int((lr < 0).sum())} of {lr.size}")
-    df = partitions(PAIRS)
+    df = partitions(root)
     df["scheme"] = df["run"].str.rsplit("-", n=1).str[0]
     df["round"] = df["run"].str.rsplit("-", n=1).str[1].astype(int)
     g = df.groupby(["round", "scheme", "position"])["proc_ms"].median()
@@ -71,6 +73,13 @@ def pairs(root: Path, title: str) -> None:
               f"{np.exp(np.log(r).mean()):.3f}, t-test p {stats.ttest_1samp(np.log(r), 0).pvalue:.2f}")
     print("   time slices per partition: " + ", ".join(
         f"{s} position {p + 1}: {v:.1f}" for (s, p), v in df.groupby(["scheme", "position"])["slices"].mean().items()))
+    return lr
+
+
+def iterating_wall_s(run: Path) -> float:
+    """Seconds from the first iteration's start to the last one's end (iterations.csv)."""
+    it = pd.read_csv(run / "iterations.csv")
+    return float(it.end_s.iloc[-1] - it.start_s.iloc[0])
 
 
 def main() -> None:
@@ -98,9 +107,24 @@ def main() -> None:
     for run, g in df.groupby("run"):
         b, a = np.polyfit(g.slices, g.thread_ms, 1)
         print(f"   {run:10s} a {a:.2f} ms, b {b:.3f} ms per slice, mean slices {g.slices.mean():.1f}")
-    pairs(PAIRS, "4. eight interleaved rounds of uncoded and gc-fr (order alternating), each run its own Ray:")
-    pairs(ONE_RAY, "5. the same inside one long-lived Ray (`ray start`, every run `gcsim real --address`), as a "
+    own = pairs(PAIRS, "4. eight interleaved rounds of uncoded and gc-fr (order alternating), each run its own Ray:")
+    shared = pairs(ONE_RAY, "5. the same inside one long-lived Ray (`ray start`, every run `gcsim real --address`), as a "
                    "study's runs share one:")
+    from scipy import stats
+
+    print("\n6. the two settings against each other")
+    w = stats.ttest_ind(own, shared, equal_var=False)
+    print(f"   a Ray per run over one shared Ray (ratio of geometric means): {np.exp(own.mean() - shared.mean()):.3f}, "
+          f"Welch t-test p {w.pvalue:.2f}, Mann-Whitney p {stats.mannwhitneyu(own, shared).pvalue:.2f}")
+    both = np.concatenate([own, shared])
+    half = stats.t.ppf(0.975, both.size - 1) * both.std(ddof=1) / np.sqrt(both.size)
+    print(f"   all {both.size} pairs: gc-fr over uncoded {np.exp(both.mean()):.3f}, 95 % CI "
+          f"{np.exp(both.mean() - half):.3f}-{np.exp(both.mean() + half):.3f}, t-test p "
+          f"{stats.ttest_1samp(both, 0).pvalue:.3f}")
+    for name, root in (("a Ray per run", PAIRS), ("one shared Ray", ONE_RAY)):
+        walls = {s: [iterating_wall_s(d) for d in sorted(root.glob(f"{s}-*"))] for s in ("uncoded", "gc-fr")}
+        print(f"   {name}: seconds iterating per run, median: " + ", ".join(
+            f"{s} {np.median(v):.0f} ({min(v):.0f}-{max(v):.0f})" for s, v in walls.items()))
 
 
 if __name__ == "__main__":
