@@ -30,6 +30,14 @@ def reset() -> None:
     _last_signum = None
 
 
+def stop_line() -> str:
+    """The line a command prints when a signal stopped it: ``gcsim: stopped by SIGTERM`` after a recorded
+    SIGTERM, else ``gcsim: aborted`` (Ctrl-C)."""
+    if _last_signum is not None and _last_signum != int(signal.SIGINT):
+        return f"gcsim: stopped by {signal.Signals(_last_signum).name}"
+    return "gcsim: aborted"
+
+
 def interrupted_exit_status() -> int:
     """``128 + signum`` of the recorded signal; 130 (SIGINT) when none was recorded (Ctrl-C reaches a
     command as Python's KeyboardInterrupt without a handler of ours)."""
@@ -64,4 +72,4 @@ def sigterm_as_interrupt(*, only_if_default: bool = False) -> Iterator[Callable[
         signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["interrupted_exit_status", "record", "reset", "sigterm_as_interrupt"]
+__all__ = ["interrupted_exit_status", "record", "reset", "sigterm_as_interrupt", "stop_line"]

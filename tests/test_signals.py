@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from gcsim.signals import interrupted_exit_status, record, reset, sigterm_as_interrupt
+from gcsim.signals import interrupted_exit_status, record, reset, sigterm_as_interrupt, stop_line
 
 
 def test_exit_status_is_128_plus_the_recorded_signal():
@@ -16,6 +16,16 @@ def test_exit_status_is_128_plus_the_recorded_signal():
     assert interrupted_exit_status() == 143
     reset()
     assert interrupted_exit_status() == 130
+
+
+def test_the_stop_line_names_the_signal():
+    reset()
+    assert stop_line() == "gcsim: aborted"  # Ctrl-C
+    record(signal.SIGINT)
+    assert stop_line() == "gcsim: aborted"
+    record(signal.SIGTERM)
+    assert stop_line() == "gcsim: stopped by SIGTERM"
+    reset()
 
 
 def test_sigterm_as_interrupt_records_raises_and_gives_the_handler_back():

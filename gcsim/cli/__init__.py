@@ -15,7 +15,7 @@ import click
 
 from gcsim import __version__
 from gcsim.errors import GcsimError, RunStoppedError
-from gcsim.signals import interrupted_exit_status
+from gcsim.signals import interrupted_exit_status, stop_line
 from gcsim.signals import reset as reset_signal
 
 #: top-level modules of the optional ``real`` extra (pyproject.toml); a command that needs one of them
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         e.show()
         return e.exit_code
     except click.exceptions.Abort:
-        click.echo("gcsim: aborted", err=True)
+        click.echo(stop_line(), err=True)
         return interrupted_exit_status()
     except RunStoppedError as e:  # stopped by a signal where it cannot resume: not bad input
         click.echo(f"gcsim: error: {e}", err=True)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
 import time
 
 import click
 
 from gcsim.cli.options import FloatOption, IntOption, model_option
+from gcsim.signals import sigterm_as_interrupt
 from gcsim.sim.output import DEFAULT_SIM_ROOT
 from gcsim.sim.vector import ENGINES, TRACE_LEVELS, simulate_with
 
@@ -98,27 +96,6 @@ class _Given(str):
         return str(self)
 
 
-@contextlib.contextmanager
-def terminate_as_exit(status: int = 128 + signal.SIGTERM):
-    """While active, SIGTERM raises ``SystemExit(status)`` (143) instead of killing the process at once,
-    so ``finally``/``except BaseException`` clean-ups run (the run directory is written into a hidden
-    temporary sibling that must be removed). The previous handler is restored on exit. A no-op outside
-    the main thread (signal handlers can only be set there)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _exit(signum, frame):
-        sys.stderr.write("gcsim: stopped by SIGTERM\n")  # as Ctrl-C says "gcsim: aborted"
-        sys.exit(status)
-
-    previous = signal.signal(signal.SIGTERM, _exit)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def stats_t_ratio(dof: float) -> float:
     """Student's t 97.5 % quantile with ``dof`` degrees of freedom over the normal one (1.96)."""
     from scipy import stats
@@ -180,7 +157,7 @@ def command(scenario, out_dir, iterations, seed, schemes, engine, trace, speed_d
 
         drift = None if speed_drift == "none" else SpeedDrift(sd=speed_drift)
         sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"speed_drift": drift})})
-    with terminate_as_exit():
+    with sigterm_as_interrupt():  # SIGTERM leaves what Ctrl-C leaves: no run dir, exit 143
         # created (exclusively) before simulating: a bad --out fails now, parallel runs never share one
         run = new_run_dir(out_dir, root=DEFAULT_SIM_ROOT, prefix=sc.name)
         try:
