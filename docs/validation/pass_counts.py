@@ -4,6 +4,9 @@ is left out), and how many passes meet issue 9's bands.
 
     .venv/bin/python docs/validation/pass_counts.py            # after recompute_protocols.sh
 
+First a scorecard (the README's "at a glance" table), then the counts per comparison and the worst
+errors per model-pass.
+
 A model-pass is one straggler model of one pass (``protocol.csv`` rows of one ``model``); it is a
 neighbour pass when its path names ``noisy``. Per comparison: the mean error in expectation
 (``err_mean_cv``; the model check: raw ``err_mean``), the raw mean error, the p95 error in expectation
@@ -59,8 +62,47 @@ def per_pass(df: pd.DataFrame, comparison: str, noisy: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the scorecard's rows: comparison, what the README calls it, whether it is a prediction (out of sample)
+SCORECARD = [
+    ("from-uncoded", "one `uncoded` run (`uncoded-a`)", True),
+    ("from-uncoded-ab", "two `uncoded` runs, before and after the targets, pooled", True),
+    ("from-gc-fr", "one `gc-fr` run", True),
+    ("calibrate-file-uncoded", "`gcsim calibrate uncoded-a`, then `gcsim simulate` of that file", True),
+    ("given-uncoded-load-and-speed", "diagnostic, not a prediction: `uncoded-a`, given each target's own "
+                                     "measured load and CPU speed", False),
+    ("check-uncoded-paired", "model check, not a prediction: `uncoded-a`, the target's own straggler draws "
+                             "replayed (raw errors)", False),
+]
+
+
+def scorecard(df: pd.DataFrame) -> str:
+    """The README's "at a glance" table: per comparison (rows) and machine state (columns), in how many
+    model-passes the worst exact scheme's |mean error| in expectation is within the band, the median of
+    that worst error, the passes whose worst |p95 error| is within 10 %, and the targets whose measured
+    expectation lay inside the prediction interval."""
+    cols = []
+    for noisy in (False, True):
+        n = len(per_pass(df, "from-uncoded", noisy))
+        cols.append(f"{'with a noisy neighbour' if noisy else 'quiet'}: {n} model-passes, mean band "
+                    f"{8 if noisy else 5} %")
+    lines = ["| calibrated on | out of sample | " + " | ".join(cols) + " |", "|---|---|---|---|"]
+    for comparison, label, predicts in SCORECARD:
+        cells = []
+        for noisy in (False, True):
+            band = 0.08 if noisy else 0.05
+            t = per_pass(df, comparison, noisy)
+            pi = "" if t["pi_held"].isna().all() else \
+                f"; interval held {int(t['pi_held'].sum())} of {int(t['targets'].sum())} targets"
+            cells.append(f"mean in band in **{(t.worst_mean <= band).sum()} of {len(t)}** (median worst "
+                         f"{100 * t.worst_mean.median():.1f} %); p95 in 10 % in {(t.worst_p95 <= 0.10).sum()}{pi}")
+        lines.append(f"| {label} | {'yes' if predicts else '**no**'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     df = load()
+    print("## at a glance\n")
+    print(scorecard(df))
     for noisy in (False, True):
         band = 0.08 if noisy else 0.05
         print(f"\n## {'with a neighbour' if noisy else 'quiet'} (mean band {band:.0%}, p95 band 10 %)\n")
