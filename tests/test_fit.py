@@ -277,3 +277,75 @@ def test_single_family_scenario_comment(tmp_path):
     tr = read_trace(_write_grid(tmp_path / "g.csv", 1.0 + rng.gamma(2.0, 0.05, size=(40, 3))))
     res = fit_trace(tr, families=("gamma",))
     assert "family gamma chosen by AIC (others: none: --families gave one)" in res.scenario_text
+
+
+# ------------------------------------------------------------------ the self-check (gcsim/fit/check.py)
+def test_self_check_passes_a_trace_the_model_describes(tmp_path):
+    # i.i.d. exponential delays on per-worker bases: the model's assumptions hold, so the fitted scenario's
+    # uncoded mean (the slowest of 8 workers) matches the trace's within its interval and 5 %
+    from gcsim.fit.check import self_check
+
+    rng = np.random.default_rng(21)
+    times = np.linspace(0.5, 0.6, 8)[None, :] + rng.exponential(0.1, size=(1500, 8))
+    res = fit_trace(read_trace(_write_grid(tmp_path / "iid.csv", times)))
+    c = self_check(res)
+    assert c.trace_mean_s == pytest.approx(times.max(axis=1).mean())
+    assert c.trace_p95_s == pytest.approx(np.quantile(times.max(axis=1), 0.95))
+    assert abs(c.err_mean) < 0.03 and abs(c.err_p95) < 0.06
+    assert not c.flagged and c.warning() is None
+    # the three parts add up to the gap
+    assert (c.per_worker_mean_s - c.trace_mean_s) + (c.pooled_mean_s - c.per_worker_mean_s) \
+        + (c.model_mean_s - c.pooled_mean_s) == pytest.approx(c.model_mean_s - c.trace_mean_s)
+
+
+def test_self_check_flags_workers_that_straggle_together(tmp_path):
+    # every worker of an iteration gets the same exponential delay: the trace's slowest worker is one delay,
+    # the model's the largest of 8 independent ones (E = H_8 x 0.1 = 0.27 s against 0.1 s)
+    from gcsim.fit.check import self_check
+
+    rng = np.random.default_rng(22)
+    shared = rng.exponential(0.1, size=(1500, 1))
+    times = 0.5 + shared + rng.uniform(0, 0.002, size=(1500, 8))
+    res = fit_trace(read_trace(_write_grid(tmp_path / "together.csv", times)))
+    c = self_check(res)
+    assert c.flagged and c.err_mean > 0.15
+    assert c.per_worker_mean_s - c.trace_mean_s > 0.1  # the workers moving together is most of it
+    assert "does not reproduce the trace's own uncoded iteration time" in c.warning()
+
+
+def test_cli_fit_writes_the_self_check(tmp_path, capsys):
+    from gcsim.cli import main
+
+    rng = np.random.default_rng(23)
+    shared = rng.exponential(0.1, size=(300, 1))
+    times = 0.5 + shared + rng.uniform(0, 0.002, size=(300, 4))
+    src = _write_grid(tmp_path / "t.csv", times)
+    out, rd = tmp_path / "t.yaml", tmp_path / "rep"
+    assert main(["fit", str(src), "--out", str(out), "--run-dir", str(rd)]) == 0
+    printed = capsys.readouterr().out
+    assert "self-check, uncoded (the slowest of 4 workers per iteration)" in printed
+    assert "note: the fitted scenario does not reproduce" in printed
+    text = out.read_text()
+    head = text[:text.index("\nname:")]
+    assert "# self-check, uncoded" in head and "# WARNING: the fitted scenario does not reproduce" in head
+    validate_scenario(yaml.safe_load(text))
+    assert "## Self-check" in (rd / "report.md").read_text()
+    import json
+    meta = json.loads((rd / "meta.json").read_text())
+    assert meta["self_check"]["flagged"] is True
+    assert meta["self_check"]["trace_mean_s"] == pytest.approx(times.max(axis=1).mean())
+
+
+def test_fit_table_shows_the_scenario_parameterisation_and_a_degenerate_lomax():
+    from gcsim.fit.families import FamilyFit
+    from gcsim.fit.report import params_text
+
+    mix = FamilyFit(family="mixture", params={"w1": 0.25, "mu1": np.log(0.05), "s1": 1.0, "mu2": np.log(0.06),
+                                              "s2": 0.4}, k=5, loglik=0.0, aic=0.0, ks_d=0.0, ks_p=1.0, spec={})
+    assert params_text(mix) == "w1=0.25, s1=1, scale1=0.05, s2=0.4, scale2=0.06"
+    lomax = FamilyFit(family="pareto", params={"c": 4e13, "scale": 2e12}, k=2, loglik=0.0, aic=0.0, ks_d=0.0,
+                      ks_p=1.0, spec={})
+    assert params_text(lomax).endswith("(degenerate: c → ∞, the exponential limit, mean 0.05 s)")
+    ok = FamilyFit(family="pareto", params={"c": 2.5, "scale": 0.1}, k=2, loglik=0.0, aic=0.0, ks_d=0.0,
+                   ks_p=1.0, spec={})
+    assert params_text(ok) == "c=2.5, scale=0.1"

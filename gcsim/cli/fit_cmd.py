@@ -6,6 +6,7 @@ import click
 
 from gcsim.cli.options import model_option
 from gcsim.errors import ConfigError
+from gcsim.fit.check import self_check, with_check_comment
 from gcsim.fit.families import FAMILIES
 from gcsim.fit.model import fit_trace
 from gcsim.fit.report import DEFAULT_FIT_ROOT
@@ -111,10 +112,14 @@ def command(ctx, trace, out_yaml, force, run_dir, scheme, worker_col, iteration_
                     duration_col=duration_col, unit_s=unit_s)
     res = fit_trace(tr, families=fams, slow_threshold=slow_threshold, name=name)
     validate_scenario(yaml.safe_load(res.scenario_text))  # the fitted text must be a valid scenario
+    check = self_check(res)  # does the fitted scenario reproduce the trace's own uncoded time? (review)
+    res.scenario_text = with_check_comment(res.scenario_text, check)
+    if check.flagged:
+        res.notes.append(check.warning())
     sc_name = name or scenario_name(tr.path)
     rd = new_run_dir(run_dir, root=DEFAULT_FIT_ROOT, prefix=sc_name, field="--run-dir")
     try:
-        write_report(res, rd.path, command_line(ctx, "fit", [trace]))
+        write_report(res, rd.path, command_line(ctx, "fit", [trace]), check=check)
     except BaseException:
         rd.discard()
         raise
@@ -130,6 +135,7 @@ def command(ctx, trace, out_yaml, force, run_dir, scheme, worker_col, iteration_
         click.echo(f"note: {n}")
     click.echo(f"base per worker (s): {', '.join(f'{b:.4g}' for b in res.base)}")
     click.echo(f"regime: {res.regime.reason}")
+    click.echo(check.line())
     table = fit_table(res)
     show = table[["family", "k", "params", "aic", "delta_aic", "ks_d", "ks_p", "chosen"]].copy()
     for c in ("aic", "delta_aic", "ks_d"):

@@ -4,7 +4,8 @@ Files written into the run directory (``runs/fit/<scenario name>-<UTC timestamp>
 created exclusively by :func:`gcsim.rundir.new_run_dir`):
 
 * ``fit.csv`` – one row per family: :data:`FIT_COLUMNS` (AIC, ΔAIC to the best, KS D and p);
-* ``report.md`` – the trace, the decomposition (base, delay, regime), the table, the plots;
+* ``report.md`` – the trace, the decomposition (base, delay, regime), the table, the plots, the self-check
+  (:mod:`gcsim.fit.check`: the fitted scenario's uncoded time against the trace's own);
 * ``qq.png`` – one QQ panel per family: fitted quantiles against the measured delays;
 * ``delays.png`` – histogram of the positive delays with every fitted density;
 * ``timeline.png`` – every worker's time per iteration, slow-regime iterations marked;
@@ -28,10 +29,28 @@ DEFAULT_FIT_ROOT = Path("runs/fit")
 FIT_COLUMNS = ["family", "k", "params", "loglik", "aic", "delta_aic", "ks_d", "ks_p", "chosen"]
 
 
+#: a Lomax (pareto) shape above this is its exponential limit (c → ∞ with scale / c fixed)
+DEGENERATE_LOMAX_C = 1e6
+
+
+def params_text(f) -> str:
+    """A fit's parameters as ``k=v`` text, in the scenario file's parameterisation: the mixture's
+    components as lognormal ``s`` and ``scale = exp(mu)``; a Lomax whose shape ran off to its exponential
+    limit says so, with the limit's mean."""
+    p = f.params
+    if f.family == "mixture":
+        return (f"w1={p['w1']:.4g}, s1={p['s1']:.4g}, scale1={np.exp(p['mu1']):.4g}, "
+                f"s2={p['s2']:.4g}, scale2={np.exp(p['mu2']):.4g}")
+    text = ", ".join(f"{k}={v:.4g}" for k, v in p.items())
+    if f.family == "pareto" and p["c"] > DEGENERATE_LOMAX_C:
+        text += f" (degenerate: c → ∞, the exponential limit, mean {p['scale'] / p['c']:.4g} s)"
+    return text
+
+
 def fit_table(res: FitResult) -> pd.DataFrame:
     """One row per fitted family (:data:`FIT_COLUMNS`), best AIC first; ``params`` as ``k=v`` text."""
     best = res.fits[0].aic
-    rows = [{"family": f.family, "k": f.k, "params": ", ".join(f"{k}={v:.4g}" for k, v in f.params.items()),
+    rows = [{"family": f.family, "k": f.k, "params": params_text(f),
              "loglik": f.loglik, "aic": f.aic, "delta_aic": f.aic - best, "ks_d": f.ks_d, "ks_p": f.ks_p,
              "chosen": i == 0} for i, f in enumerate(res.fits)]
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
@@ -106,8 +125,8 @@ def plot_timeline(res: FitResult, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def report_markdown(res: FitResult, table: pd.DataFrame, command: str) -> str:
-    """The report's markdown text."""
+def report_markdown(res: FitResult, table: pd.DataFrame, command: str, check=None) -> str:
+    """The report's markdown text; ``check`` a :class:`gcsim.fit.check.SelfCheck` (its section)."""
     tr, rg = res.trace, res.regime
     lines = [f"# gcsim fit: {tr.path}", "", f"Command: `{command}`", "",
              f"Trace: {tr.source}; {tr.n_iterations} iterations x {tr.n_workers} workers; "
@@ -125,12 +144,24 @@ def report_markdown(res: FitResult, table: pd.DataFrame, command: str) -> str:
                  if res.slowdown is not None else ""),
               "", "## Delay families (maximum likelihood, ranked by AIC)", "", markdown_table(table),
               "KS p-values are optimistic (parameters estimated from the same sample); read D as an effect size.",
-              "", "![QQ](qq.png)", "", "![delays](delays.png)", "", "![timeline](timeline.png)", "",
-              "## Scenario", "", "```yaml", res.scenario_text.rstrip(), "```", ""]
+              "", "![QQ](qq.png)", "", "![delays](delays.png)", "", "![timeline](timeline.png)", ""]
+    if check is not None:
+        lines += ["## Self-check: does the fitted scenario reproduce the trace?", "",
+                  "`uncoded` waits for the slowest worker of every iteration; its time, from the trace and "
+                  "simulated from the fitted scenario (seconds):", "",
+                  "| | mean | 95 % interval of the mean | p95 |", "|---|---|---|---|",
+                  f"| the trace | {check.trace_mean_s:.4g} | {check.trace_mean_lo_s:.4g} – {check.trace_mean_hi_s:.4g} "
+                  f"| {check.trace_p95_s:.4g} |",
+                  f"| each worker's own times, drawn independently (bootstrap) | {check.per_worker_mean_s:.4g} | | |",
+                  f"| every worker's excess pooled, drawn independently (bootstrap) | {check.pooled_mean_s:.4g} | | |",
+                  f"| the fitted scenario (simulated) | {check.model_mean_s:.4g} | | {check.model_p95_s:.4g} |", "",
+                  f"Fitted over trace: mean {check.err_mean:+.1%}, p95 {check.err_p95:+.1%}; {check.parts()}.",
+                  "" if not check.flagged else f"\n**Warning**: {check.warning()}.", ""]
+    lines += ["## Scenario", "", "```yaml", res.scenario_text.rstrip(), "```", ""]
     return "\n".join(lines)
 
 
-def write_report(res: FitResult, run_dir: Path, command: str) -> Path:
+def write_report(res: FitResult, run_dir: Path, command: str, check=None) -> Path:
     """Write every file of the module docstring into the claimed, empty ``run_dir``; ``meta.json`` last.
 
     Returns ``run_dir``.
@@ -143,7 +174,11 @@ def write_report(res: FitResult, run_dir: Path, command: str) -> Path:
     plot_delays(res, run_dir / "delays.png")
     plot_timeline(res, run_dir / "timeline.png")
     atomic_write_text(run_dir / "scenario.yaml", res.scenario_text)
-    atomic_write_text(run_dir / "report.md", report_markdown(res, table, command))
-    write_meta(run_dir, "fit", trace=res.trace.path, chosen_family=res.best.family, command=command,
+    atomic_write_text(run_dir / "report.md", report_markdown(res, table, command, check))
+    extra = {} if check is None else {"self_check": {
+        "trace_mean_s": check.trace_mean_s, "trace_p95_s": check.trace_p95_s, "model_mean_s": check.model_mean_s,
+        "model_p95_s": check.model_p95_s, "err_mean": check.err_mean, "err_p95": check.err_p95,
+        "flagged": check.flagged}}
+    write_meta(run_dir, "fit", trace=res.trace.path, chosen_family=res.best.family, command=command, **extra,
                families=json.loads(table[["family", "aic"]].to_json(orient="records")))
     return run_dir
