@@ -308,8 +308,11 @@ def check_reachable(address: str, timeout_s: float) -> None:
     """Bounded check that something listens at a Ray ``host:port`` address (``ray.init`` itself
     may retry for many minutes). ``auto`` and ``ray://`` addresses are left to Ray.
 
+    Then the port must answer as a gRPC (HTTP/2) server does (:func:`_check_http2`; skipped with
+    ``RAY_USE_TLS``).
+
     Raises:
-        ConfigError: not ``host:port``, or no TCP connection within ``timeout_s`` seconds.
+        ConfigError: not ``host:port``, no TCP connection within ``timeout_s`` seconds, or not a Ray GCS.
     """
     if address == "auto" or "://" in address:
         return
@@ -317,11 +320,50 @@ def check_reachable(address: str, timeout_s: float) -> None:
     if not host or not port.isdigit():
         raise ConfigError("--address", "host:port of a Ray cluster's head (GCS), e.g. 127.0.0.1:6379", address)
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
     except OSError as e:
         raise ConfigError("--address", message=(
             f"--address: expected a reachable Ray cluster (host:port of its head), got {address!r}: no "
             f"connection within {timeout_s:g} s (--connect-timeout): {e.strerror or type(e).__name__}")) from None
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("0", "", "false"):
+            _check_http2(conn, address, timeout_s)
+
+
+#: HTTP/2's client connection preface and an empty SETTINGS frame (RFC 7540 §3.5, §6.5)
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _check_http2(conn: socket.socket, address: str, timeout_s: float) -> None:
+    """A Ray head's GCS is a gRPC server, so it speaks HTTP/2: to the client preface it answers with a
+    SETTINGS frame first (RFC 7540 §3.5: a 9-byte frame header of type 4). Anything else (an HTTP/1 server's
+    "HTTP/1.1 400", a closed connection, silence for ``timeout_s``) is not a Ray cluster; ``ray.init`` would
+    retry it for minutes (review, 2026-12-05: 168 s against an HTTP server, ``--connect-timeout 5``).
+
+    Raises:
+        ConfigError: the answer is not an HTTP/2 SETTINGS frame.
+    """
+    head = b""
+    try:
+        conn.settimeout(timeout_s)
+        conn.sendall(_HTTP2_PREFACE)
+        while len(head) < 9:
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                break
+            head += chunk
+    except OSError:
+        pass
+    if len(head) == 9 and head[3] == 4:
+        return
+    text = head.decode("latin-1").strip()
+    said = (f"answered {text!r}..." if text and all(32 <= ord(ch) < 127 for ch in text) else
+            f"answered the bytes {head.hex(' ')}" if head else
+            f"sent nothing back within {timeout_s:g} s (--connect-timeout)")
+    raise ConfigError("--address", message=(
+        f"--address: expected the head of a Ray cluster (its GCS port, 6379 unless `ray start --port` "
+        f"said otherwise), got {address!r}, which accepted a connection but is not a Ray GCS: to an "
+        f"HTTP/2 (gRPC) greeting it {said}"))
 
 
 class _StopFlag:
