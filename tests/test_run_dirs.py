@@ -211,13 +211,40 @@ def test_embedded_ray_is_private_whatever_ray_address_says(monkeypatch, tmp_path
         assert kw["include_dashboard"] is False and Path(kw["_temp_dir"]).is_dir()
     assert calls[-1] == "shutdown" and not Path(kw["_temp_dir"]).exists()
     import socket
+    import threading
 
-    with socket.create_server(("127.0.0.1", 0)) as listener:  # something listens at --address
-        port = listener.getsockname()[1]
-        Cfg.address = f"127.0.0.1:{port}"
+    def serve(listener, answer: bytes):
+        """Accept one connection, read the client's greeting, send ``answer`` (b"": stay silent)."""
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(64)
+            if answer:
+                conn.sendall(answer)
+            conn.recv(64)  # until the client closes
+
+    settings = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # what a gRPC server (Ray's GCS) sends first: SETTINGS
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # a Ray head's GCS listens at --address
+        threading.Thread(target=serve, args=(listener, settings), daemon=True).start()
+        Cfg.address = f"127.0.0.1:{listener.getsockname()[1]}"
         calls.clear()
         with session():
             assert calls[0]["address"] == Cfg.address and "_temp_dir" not in calls[0]
+    # something else listens there: an HTTP/1 server, or one that never answers (review: ray.init retried
+    # such a port for 168 s, ignoring --connect-timeout)
+    Cfg.connect_timeout_s = 0.5
+    for answer, said in ((b"HTTP/1.1 400 Bad Request\r\n\r\n", r"answered 'HTTP/1\.1 400 Bad Request'\.\.\."),
+                         (b"", r"sent nothing back within 0\.5 s \(--connect-timeout\)")):
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            threading.Thread(target=serve, args=(listener, answer), daemon=True).start()
+            Cfg.address = f"127.0.0.1:{listener.getsockname()[1]}"
+            calls.clear()
+            with pytest.raises(ConfigError, match=r"^--address: expected the head of a Ray cluster .*, got "
+                                                  r"'127\.0\.0\.1:\d+', which accepted a connection but is not a "
+                                                  r"Ray GCS: to an HTTP/2 \(gRPC\) greeting it " + said + "$"):
+                with session():
+                    pass
+            assert calls == []  # ray.init never called
+    Cfg.connect_timeout_s = 5.0
     # closed now: nothing listens at the same port
     calls.clear()
     with pytest.raises(ConfigError, match=r"^--address: expected a reachable Ray cluster \(host:port of its head\), got '127\.0\.0\.1:\d+': no connection within 5 s"):

@@ -356,7 +356,13 @@ def _check_http2(conn: socket.socket, address: str, timeout_s: float) -> None:
         pass
     if len(head) == 9 and head[3] == 4:
         return
-    text = head.decode("latin-1").strip()
+    if head:  # a little more of the answer for the message (an HTTP/1 status line)
+        try:
+            conn.settimeout(min(0.2, timeout_s))
+            head += conn.recv(64)
+        except OSError:
+            pass
+    text = (head.decode("latin-1").splitlines() or [""])[0].strip()[:60]
     said = (f"answered {text!r}..." if text and all(32 <= ord(ch) < 127 for ch in text) else
             f"answered the bytes {head.hex(' ')}" if head else
             f"sent nothing back within {timeout_s:g} s (--connect-timeout)")
