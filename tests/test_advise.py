@@ -163,3 +163,24 @@ def test_plot_lines_are_told_apart(monkeypatch):
     styles = [(ln.get_color(), ln.get_marker()) for ln in lines]
     assert len(set(styles)) == len(styles), styles
     assert len({ln.get_color() for ln in lines}) == len(lines)
+
+
+def test_another_n_beside_per_worker_factors_says_what_to_do(tmp_path, capsys):
+    # a fitted scenario lists one worker_scale factor per worker: --n 6 on a 4-worker file is refused with
+    # the two ways out (review 2026-12-05: the error said only "expected 4")
+    import yaml
+
+    from gcsim.cli import main
+    p = write_bimodal_scenario(tmp_path / "sc.yaml", n=4, iterations=50)
+    data = yaml.safe_load(p.read_text())
+    data["stragglers"]["worker_scale"] = [1.0, 1.1, 1.2, 1.3]
+    p.write_text(yaml.safe_dump(data))
+    assert main(["advise", str(p), "--n", "6", "--iterations", "50"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gcsim: error: --n: expected 4 (the scenario's stragglers.worker_scale has one factor "
+                          "per worker; for another n, list that many factors there, or delete the line")
+    assert err.endswith("got 6")
+    del data["stragglers"]["worker_scale"]
+    p.write_text(yaml.safe_dump(data))
+    assert main(["advise", str(p), "--n", "6", "--iterations", "50", "--max-s", "1", "--out",
+                 str(tmp_path / "adv6")]) == 0

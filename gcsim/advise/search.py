@@ -324,8 +324,9 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
     if n < 1:
         raise ConfigError("--n", "an integer >= 1", n)
     if scenario.stragglers.worker_scale is not None and n != scenario.n_workers:
-        raise ConfigError("--n", f"{scenario.n_workers} (the scenario's stragglers.worker_scale has that many "
-                          f"factors)", n)
+        raise ConfigError("--n", f"{scenario.n_workers} (the scenario's stragglers.worker_scale has one factor "
+                          f"per worker; for another n, list that many factors there, or delete the line: every "
+                          f"worker then runs at the factor-1 worker's speed)", n)
     if scenario.stragglers.replay is not None:
         from gcsim.replay import check_fits, trace_times
         rp = scenario.stragglers.replay

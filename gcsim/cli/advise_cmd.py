@@ -13,7 +13,9 @@ from gcsim.cli.options import IntOption, model_option
 @click.command("advise")
 @click.argument("scenario", metavar="SCENARIO")
 @click.option("--n", "n_list", default=None, metavar="N[,N...]",
-              help="Workers (default the scenario's n_workers); a comma-separated list searches each.")
+              help="Workers (default the scenario's n_workers); a comma-separated list searches each. A "
+                   "scenario with per-worker factors (stragglers.worker_scale, as `gcsim fit` writes) is "
+                   "tied to its own n until you edit them.")
 @model_option("--objective", model=advise, field="objective", choices=OBJECTIVES,
               help="What to minimise: mean, p95 or p99 iteration time.")
 @click.option("--max-s", type=IntOption(lo=0), default=None, help="Largest s tried (default n - 1; with several --n, capped at each n - 1).")

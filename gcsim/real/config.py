@@ -350,8 +350,8 @@ def resolve_config(scheme: str, scenario_path: str | Path | None = None, **overr
     data = scenario.resolved()
     worker_scale = data["stragglers"].get("worker_scale")
     if worker_scale is not None and len(worker_scale) != n:
-        raise ConfigError("--workers", f"{len(worker_scale)} (the scenario's "
-                          f"stragglers.worker_scale has that many factors)", n)
+        raise ConfigError("--workers", f"{len(worker_scale)} (the scenario's stragglers.worker_scale has one "
+                          f"factor per worker; for another n, list that many factors there, or delete the line)", n)
     data.update(n_workers=n, iterations=facts["iterations"], seed=facts["seed"], policy=facts["policy"],
                 schemes=[spec_entry.model_dump()])
     return RealRunSpec(validate_scenario(data, base_dir=path.parent), opts)
