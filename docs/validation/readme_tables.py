@@ -20,7 +20,10 @@ import pandas as pd
 
 
 def pct(x: float) -> str:
-    return "–" if pd.isna(x) else f"{x * 100:+.1f} %".replace("-", "−")
+    if pd.isna(x):
+        return "–"
+    v = round(x * 100, 1) + 0.0  # + 0.0: a value that rounds to zero prints +0.0, never −0.0
+    return f"{v:+.1f} %".replace("-", "−")
 
 
 def expectation(r) -> str:

@@ -166,14 +166,19 @@ def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, 
     if result.status == "interrupted":
         click.echo("gcsim study: interrupted; run the same command again to resume", err=True)
         ctx.exit(interrupted_exit_status())
+    def pct(v, fmt: str = "6.1%") -> str:
+        """A fraction as a percentage; ``-`` where it is not defined (e.g. the noise floor of a calibration
+        that pools both runs of the calibration scheme)."""
+        return f"{'-':>{len(format(0.0, fmt))}}" if pd.isna(v) else format(v, fmt)
+
     for _, r in result.summary.iterrows():
         cv = getattr(r, "worst_abs_mean_err_expectation", float("nan"))
         cv95 = getattr(r, "worst_abs_p95_err_expectation", float("nan"))
-        click.echo(f"{r.model:>14} {r.comparison:<28} worst |mean err| {r.worst_abs_mean_err:6.1%}  "
-                   f"in expectation {'   -  ' if pd.isna(cv) else f'{cv:6.1%}'}  "
-                   f"worst |p95 err| {r.worst_abs_p95_err:6.1%}  "
-                   f"in expectation {'   -  ' if pd.isna(cv95) else f'{cv95:6.1%}'}  "
+        click.echo(f"{r.model:>14} {r.comparison:<28} worst |mean err| {pct(r.worst_abs_mean_err)}  "
+                   f"in expectation {pct(cv)}  "
+                   f"worst |p95 err| {pct(r.worst_abs_p95_err)}  "
+                   f"in expectation {pct(cv95)}  "
                    f"tau {'  - ' if pd.isna(r.kendall_tau) else f'{r.kendall_tau:+.2f}'}  "
-                   f"resolved pairs {_resolved_short(r)}  noise floor {r.noise_floor_mean_err:+.1%}")
+                   f"resolved pairs {_resolved_short(r)}  noise floor {pct(r.noise_floor_mean_err, '+.1%')}")
     click.echo(f"wrote {result.files['protocol.md'].parent} (protocol.md, protocol.csv, protocol_summary.csv)")
     return 0
