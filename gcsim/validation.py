@@ -13,6 +13,7 @@ by reading the union's own ``Tag`` annotations (no table to keep in step).
 
 from __future__ import annotations
 
+import difflib
 import typing
 from typing import Annotated, Any, Literal
 
@@ -70,7 +71,12 @@ def config_error_from_validation(exc: ValidationError, prefix: str | None = None
     Returns:
         a :class:`ConfigError` whose message is ``<field path>: expected <allowed>, got <given>``.
     """
-    err = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    err = errors[0]
+    if err.get("type") == "missing":  # a misspelt key shows as missing + unknown: name the unknown one (review)
+        parent = tuple(err.get("loc", ()))[:-1]
+        err = next((e for e in errors if e.get("type") == "extra_forbidden"
+                    and tuple(e.get("loc", ()))[:-1] == parent), err)
     loc = tuple(err.get("loc", ()))
     path = _strip(loc)
     if prefix:
@@ -85,7 +91,12 @@ def config_error_from_validation(exc: ValidationError, prefix: str | None = None
     if etype == "extra_forbidden":
         model = _model_at(loc[:-1], root)
         allowed = f"one of the keys {', '.join(model.model_fields)}" if model is not None else "a known key"
-        return ConfigError(field, allowed, GivenLabel(f"unknown key {path[-1]!r}" if path else "unknown key"))
+        label = f"unknown key {path[-1]!r}" if path else "unknown key"
+        close = difflib.get_close_matches(str(path[-1]), list(model.model_fields), n=1, cutoff=0.75) \
+            if model is not None and path else []
+        if close:
+            label += f" (did you mean {close[0]!r}?)"
+        return ConfigError(field, allowed, GivenLabel(label))
     if etype in ("model_type", "model_attributes_type", "dict_type"):
         model = _model_at(loc, root)
         if model is not None:

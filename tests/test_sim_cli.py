@@ -126,6 +126,18 @@ def test_malformed_scenario_one_line_exit_2_no_output(case, tmp_path, monkeypatc
         assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]  # no runs/, no out/, no temp dir
 
 
+def test_a_misspelt_required_key_is_named_with_its_likely_spelling(tmp_path, capsys):
+    # `n_worker: 6` is both an unknown key and a missing n_workers: the error names the key the user wrote
+    # (review 2026-12-05: it said only "n_workers: ... got missing")
+    import copy
+    sc = copy.deepcopy(SCENARIO)
+    sc["n_worker"] = sc.pop("n_workers")
+    assert main(["simulate", str(_write(tmp_path, sc)), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gcsim: error: n_worker: expected one of the keys name, n_workers,")
+    assert err.rstrip().endswith("got unknown key 'n_worker' (did you mean 'n_workers'?)")
+
+
 @pytest.mark.parametrize("content,message", [
     ("name: [unclosed", "scenario: expected valid YAML"),
     ("- just\n- a list\n", "scenario: expected a YAML mapping of scenario fields, got a list, ['just', 'a list']"),
