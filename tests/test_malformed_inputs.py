@@ -114,6 +114,12 @@ FLAGS = {
     "--out a name of 300 bytes": (["simulate", "ok.yaml", "--out", "d" * 300],
                                   r"--out: expected a path whose every name is at most 255 bytes, got 'd+'$"),
     "real without --scheme": (["real"], r"--scheme: expected a scheme name \(see `gcsim schemes`\), got None$"),
+    "real --scheme unknown": (["real", "--scheme", "foo"],
+                              r"--scheme: expected one of uncoded, .*, or allreduce \(the all-reduce baseline\), "
+                              r"got 'foo'$"),
+    "real --resume of no directory": (["real", "--resume", "no-such-run"],
+                                      r"--resume: expected the directory of a gcsim real run, got 'no-such-run' "
+                                      r"\(no such directory\)$"),
 }
 
 

@@ -60,9 +60,13 @@ def cli():
     gcsim schemes check gc-cr --n 10 --s 2 verify a scheme decodes every straggler pattern
     gcsim simulate scenarios/heavy_tail.yaml   predict iteration time per scheme
     gcsim sweep SWEEP.yaml                 simulate a grid over n, s, m, schemes, stragglers
+    gcsim fit TRACE.csv --out my.yaml      a scenario fitted to measured per-worker times
+    gcsim advise my.yaml                   rank every scheme and (s, m) for your cluster
+    gcsim data prepare --source cifar10-jpeg.zip   convert CIFAR-10 for gcsim real
     gcsim real --scheme cce-fr             measure it with Ray + PyTorch on CIFAR-10
     gcsim compare                          check predictions against measured runs
     gcsim calibrate RUN --out my.yaml      a scenario calibrated from one measured run
+    gcsim study --protocol cross-scheme    measure every scheme, predict each from one
     """
 
 

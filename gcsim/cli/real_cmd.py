@@ -108,6 +108,12 @@ def command(scheme, scenario_path, workers, s, m, iterations, batch_size, lr, mo
 
         from gcsim.real.rundir import RealRunDir
 
+        if not resume_dir.is_dir():
+            from gcsim.validation import GivenLabel
+
+            raise ConfigError("--resume", "the directory of a gcsim real run",
+                              GivenLabel(f"{str(resume_dir)!r} (no such directory)"))
+
         try:
             saved = RealRunDir(resume_dir).scheme()
         except GcsimError:

@@ -323,7 +323,8 @@ def resolve_config(scheme: str, scenario_path: str | Path | None = None, **overr
     if unknown:
         raise ConfigError("option", f"one of {', '.join(known)}", unknown[0])
     if scheme not in scheme_names():
-        raise ConfigError("--scheme", f"one of {', '.join(scheme_names())}", scheme)
+        raise ConfigError("--scheme", f"one of {', '.join(scheme_names())}, or allreduce (the all-reduce "
+                          f"baseline)", scheme)
     facts_given = {k: v for k, v in given.items() if k in RUN_FACT_OPTIONS}
     try:
         _RunFactOverrides.model_validate(facts_given)
