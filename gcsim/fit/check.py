@@ -1,9 +1,10 @@
 """Does a fitted scenario reproduce the trace it came from? ``gcsim fit``'s self-check.
 
 The model of :mod:`gcsim.fit.model` draws every worker's delay independently from one family fitted to
-the excesses pooled over the workers. A trace can break both assumptions: some workers straggle more
-than others (their delays are not one pool), and the workers of an iteration can be slow together
-(their delays are correlated). Either changes the order statistic a synchronous step waits for: with
+the excesses pooled over the workers, with at most a speed factor shared by the workers of an
+iteration. A trace can break these assumptions: some workers straggle more than others (their delays
+are not one pool), and the workers of an iteration can be slow together in ways one factor on the
+compute does not capture. Either changes the order statistic a synchronous step waits for: with
 n workers, ``uncoded``'s iteration time is the maximum of the n times. This module compares that
 maximum in the trace with the same maximum simulated from the fitted scenario, and splits the gap into
 three parts by resampling the trace itself (a bootstrap; Efron & Tibshirani, An Introduction to the
@@ -12,9 +13,10 @@ Bootstrap, 1993, ch. 6), each step dropping one more property of the trace:
 * *the trace* — ``mean_t max_w T[t, w]``;
 * *each worker's own times, independent* — column ``w`` resampled with replacement, independently per
   worker: drops the workers moving together;
-* *pooled excesses, independent* — ``base[w]`` plus an excess drawn from every worker's excesses: drops
-  which worker straggles (what the fitted scenario assumes);
-* *the fitted scenario* — its family instead of the measured excesses: adds the family's own tail.
+* *pooled excesses, independent* — each worker's smallest time plus an excess drawn from every
+  worker's excesses over theirs: drops which worker straggles (what the fitted scenario assumes);
+* *the fitted scenario* — its family instead of the measured excesses: adds the family's own tail,
+  and, where the fit found one, takes the speed the workers share back in (:func:`gcsim.fit.model.shared_speed`).
 
 Units: seconds. The trace mean's 95 % interval is from batch means (10 batches of consecutive
 iterations, Student's t on 9 degrees of freedom), so a slow stretch of iterations widens it.
@@ -48,6 +50,8 @@ class SelfCheck:
         model_mean_s, model_p95_s: the same from the fitted scenario, simulated.
         per_worker_mean_s: bootstrap, each worker's own times drawn independently.
         pooled_mean_s: bootstrap, each worker's base plus an excess drawn from the pool.
+        shared_modelled: the fit modelled a speed shared by the workers of an iteration
+            (``workload.speed_variation``, :func:`gcsim.fit.model.shared_speed`).
     """
 
     n_workers: int
@@ -59,6 +63,7 @@ class SelfCheck:
     model_p95_s: float
     per_worker_mean_s: float
     pooled_mean_s: float
+    shared_modelled: bool = False
 
     @property
     def err_mean(self) -> float:
@@ -86,10 +91,12 @@ class SelfCheck:
 
     def parts(self) -> str:
         """Where the mean's gap comes from (model − trace, seconds, in three parts)."""
+        together = "modelled as a shared speed" if self.shared_modelled else "not modelled"
+        last = "its shared speed and family" if self.shared_modelled else "the fitted family's shape"
         return (f"of the mean's gap {self.model_mean_s - self.trace_mean_s:+.4g} s: the workers moving together in "
-                f"an iteration (not modelled) {self.per_worker_mean_s - self.trace_mean_s:+.4g} s, pooling the "
+                f"an iteration ({together}) {self.per_worker_mean_s - self.trace_mean_s:+.4g} s, pooling the "
                 f"workers' delays (which worker straggles is lost) {self.pooled_mean_s - self.per_worker_mean_s:+.4g}"
-                f" s, the fitted family's shape {self.model_mean_s - self.pooled_mean_s:+.4g} s")
+                f" s, the fitted model against that pool ({last}) {self.model_mean_s - self.pooled_mean_s:+.4g} s")
 
     def warning(self) -> str | None:
         """A note for a flagged check: the gap's parts and what to do; None when not flagged."""
@@ -143,12 +150,13 @@ def self_check(res, *, seed: int = 0, iterations: int = SIMULATED_ITERATIONS) ->
     d = sim.iterations["duration_s"].to_numpy()
     rng = np.random.default_rng(seed)
     per_worker = np.stack([rng.choice(x[:, w], size=iterations) for w in range(W)], axis=1).max(axis=1)
-    excess = (x - res.base[None, :]).ravel()
-    pooled = (res.base[None, :] + rng.choice(excess, size=(iterations, W))).max(axis=1)
+    base = x.min(axis=0)  # the trace's own, so the bootstrap parts describe the trace, not the fit
+    excess = (x - base[None, :]).ravel()
+    pooled = (base[None, :] + rng.choice(excess, size=(iterations, W))).max(axis=1)
     return SelfCheck(n_workers=W, trace_mean_s=float(it_max.mean()), trace_mean_lo_s=lo, trace_mean_hi_s=hi,
                      trace_p95_s=float(np.quantile(it_max, 0.95)), model_mean_s=float(d.mean()),
                      model_p95_s=float(np.quantile(d, 0.95)), per_worker_mean_s=float(per_worker.mean()),
-                     pooled_mean_s=float(pooled.mean()))
+                     pooled_mean_s=float(pooled.mean()), shared_modelled=getattr(res, "shared", None) is not None)
 
 
 def with_check_comment(scenario_text: str, check: SelfCheck) -> str:
