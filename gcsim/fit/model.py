@@ -23,7 +23,7 @@ Model (times in seconds; ``T[t, w]`` worker ``w``'s time at iteration ``t`` with
   estimate ``f_t = exp(λ_t (m_t − mean m))`` (``λ_t = sd_a² / (sd_a² + sd_e²/k_t)``, the best linear
   unbiased predictor) before the rest is fitted, and ``sd_a``, ``lag1`` go to
   ``workload.speed_variation``, which the simulator applies to the compute. Without it the model draws
-  every worker independently and overstates the slowest worker of an iteration (issue review
+  every worker independently and overstates the slowest worker of an iteration (a review,
   2026-12-05: Alibaba PAI job 3, +8 % on uncoded's mean, +20 % on its p95).
 
 A trace measured at one load cannot tell a load-proportional tail from a load-independent one; this
@@ -61,6 +61,9 @@ class FitResult:
         fits: family fits to the positive delays, best AIC first.
         delay_spec: the scenario's ``stragglers.delay`` mapping.
         scenario_text: the commented scenario YAML.
+        notes: what was trimmed, assumed or found wanting, one sentence each.
+        shared: the speed shared by the workers of an iteration (:class:`SharedSpeed`), or None when
+            not significant; ``base``, ``delays`` and the fits are then of the times divided by it.
     """
 
     trace: Trace
