@@ -44,6 +44,22 @@ def test_point_inside_but_ci_outside_is_a_warning():
     assert worst(["pass", "warn", "pass"]) == "warn" and worst(["warn", "fail"]) == "fail" and worst([]) == "pass"
 
 
+def test_a_prediction_is_judged_on_its_errors_in_expectation(sample):
+    # raw: the mean 20 % off -> fail; in expectation (the run's straggler luck taken out) 1 % off with a CI
+    # of +-2 % -> pass; a non-finite expectation falls back to the raw error
+    c = compare_samples(sample, 1.2 * sample, n_resamples=500, seed=1)
+    assert judge(c, Bands(mean=0.05, p95=None)).verdict == "fail"
+    v = judge(c, Bands(mean=0.05, p95=None), expectation={"mean": (0.01, -0.01, 0.03)})
+    assert v.verdict == "pass" and v.reasons == ()
+    v = judge(c, Bands(mean=0.05, p95=None), expectation={"mean": (0.04, 0.02, 0.06)})
+    assert v.verdict == "warn" and v.reason == "mean in expectation +4.0% (CI +2.0%..+6.0%): CI not inside ±5%"
+    v = judge(c, Bands(mean=0.05, p95=None), expectation={"mean": (0.052, 0.029, 0.079)})
+    assert v.verdict == "fail" and v.reason.startswith("mean in expectation +5.2% (CI +2.9%..+7.9%) outside")
+    nan = float("nan")
+    v = judge(c, Bands(mean=0.05, p95=None), expectation={"mean": (nan, nan, nan)})
+    assert v.verdict == "fail" and v.reason.startswith("mean +20.0%")
+
+
 def test_quantile_error_matches_closed_form():
     obs = np.arange(1.0, 101.0)  # np.quantile (linear): p95 = 95.05, p50 = 50.5, p99 = 99.01
     sim = obs + 10.0

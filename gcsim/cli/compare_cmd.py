@@ -144,7 +144,9 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
 
     \b
     Verdict per run: PASS when the CIs of the mean and p95 errors lie inside the bands, WARN when
-    only the point estimates do, FAIL otherwise. Prints the table and writes validation.csv,
+    only the point estimates do, FAIL otherwise; a prediction is judged on its errors in
+    expectation (its run's straggler luck taken out), other rows on the raw errors. Prints the
+    table and writes validation.csv,
     calibration.json, cdf.png, qq.png, predicted_vs_measured.png, timeline_<scheme>.png, report.md.
     Exit status: 0 all pass or warn, 1 some fail, 2 bad input (one line on stderr).
     """

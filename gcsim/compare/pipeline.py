@@ -856,7 +856,11 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             items.append(SchemeComparison(run=run, scheme=sch, label=label, warmup=w, calibration=cal,
                                           observed_iterations=obs_its, observed_workers=run.workers_of(sch),
                                           simulated_iterations=sim_its, simulated_workers=sim_wks, comparison=cmp,
-                                          verdict=judge(cmp, options.bands), mode=options.mode,
+                                          verdict=judge(cmp, options.bands, expectation={
+                                              "mean": (expectation.value, expectation.lo, expectation.hi),
+                                              "p95": (expectation_p95.value, expectation_p95.lo,
+                                                      expectation_p95.hi)}),
+                                          mode=options.mode,
                                           load_from=options.load_from, speed_from=options.speed_from,
                                           speed_cv=sigma if predicting and out_of_sample else float("nan"),
                                           speed_dof=(dof if predicting and out_of_sample and np.isfinite(sigma)

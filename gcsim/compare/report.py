@@ -113,7 +113,9 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
         "(sim − obs)/obs lies inside its band; **warn**: the point estimates do but a CI does not; **fail**: otherwise.",
         f"- Bootstrap: percentile, {opt.n_resamples} resamples, seeded; the raw errors' treats iterations as "
         f"independent, the errors in expectation resample blocks of {BLOCK_ITERATIONS} consecutive iterations "
-        "(the machine's speed wanders). Verdicts judge the raw errors.",
+        "(the machine's speed wanders). Verdicts judge the mean and p95 errors in expectation where a row has "
+        "them (a prediction: the target run's straggler luck taken out), the raw errors otherwise; each reason "
+        "says which.",
         "- Prediction interval (predictions only): the mean error's CI widened by the machine's CPU-speed drift "
         "measured on the calibration run(s) (`--speed-drift`, the drift in brackets: one standard deviation of "
         "the CPU per partition, measured on a few blocks of iterations: Student's t quantile) carried through the "
