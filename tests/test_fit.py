@@ -386,3 +386,17 @@ def test_fit_table_shows_the_scenario_parameterisation_and_a_degenerate_lomax():
     ok = FamilyFit(family="pareto", params={"c": 2.5, "scale": 0.1}, k=2, loglik=0.0, aic=0.0, ks_d=0.0,
                    ks_p=1.0, spec={})
     assert params_text(ok) == "c=2.5, scale=0.1"
+
+
+def test_held_values_and_a_missing_unit_get_notes(tmp_path):
+    # every time held for 3 rows (as the PAI traces' smoothed samples), and times in ms read as seconds
+    rng = np.random.default_rng(25)
+    fresh = 500.0 + rng.exponential(50.0, size=(100, 4))
+    times = np.repeat(fresh, 3, axis=0)  # 300 rows, 2 of every 3 a repeat
+    res = fit_trace(read_trace(_write_grid(tmp_path / "held.csv", times)))
+    held = [n for n in res.notes if "repeat their worker's previous value" in n]
+    assert len(held) == 1 and held[0].startswith("67% of the times repeat")
+    unit = [n for n in res.notes if n.startswith("the median time is ")]
+    assert len(unit) == 1 and "give --unit-s" in unit[0]
+    ok = fit_trace(read_trace(_write_grid(tmp_path / "ms.csv", times[::3]), unit_s=0.001))
+    assert not [n for n in ok.notes if "repeat" in n or n.startswith("the median time")]

@@ -193,7 +193,7 @@ def fit_trace(trace: Trace, *, families=FAMILIES, slow_threshold: float = 1.5, n
         rows, cols = np.nonzero(regime.slow)
         slowdown = max(1.0, float(np.median((x[rows, cols] - med_d) / base[cols])))
     c = float(base.min()) / load
-    notes = list(trace.notes)
+    notes = list(trace.notes) + trace_notes(trace)
     poor = poor_fit_note(fits[0], positive)
     if poor is not None:
         notes.append(poor)
@@ -202,6 +202,31 @@ def fit_trace(trace: Trace, *, families=FAMILIES, slow_threshold: float = 1.5, n
                     delay_spec=spec, notes=notes, shared=shared)
     res.scenario_text = scenario_yaml(res, name)
     return res
+
+
+#: a note when more than this fraction of the times repeat their worker's previous value
+REPEATED_NOTE_FRACTION = 0.2
+#: a note when the median time is above this many seconds (a unit that was not given)
+LONG_MEDIAN_S = 100.0
+
+
+def trace_notes(trace: Trace) -> list[str]:
+    """What the trace itself makes doubtful, one sentence each: times that repeat their worker's
+    previous value (held or smoothed samples, not independent measurements: the AIC margins and KS
+    p-values below then overstate the evidence), and a median time so long that the unit was likely
+    not seconds (``--unit-s``)."""
+    x = np.asarray(trace.times, dtype=float)
+    notes = []
+    repeated = float(np.mean(x[1:] == x[:-1])) if x.shape[0] > 1 else 0.0
+    if repeated > REPEATED_NOTE_FRACTION:
+        notes.append(f"{repeated:.0%} of the times repeat their worker's previous value (held or smoothed samples): "
+                     f"they are fitted as independent, so the AIC margins and KS p-values overstate the evidence")
+    median = float(np.median(x))
+    if median > LONG_MEDIAN_S:
+        notes.append(f"the median time is {median:.4g} s per worker-iteration ({trace.unit_s:g} s per trace unit): "
+                     f"if the trace is in milliseconds or normalised, give --unit-s (with no network in the scenario "
+                     f"the ranking does not depend on it, but added gradient_bytes and a network would)")
+    return notes
 
 
 #: the best family "fits poorly" below this KS p-value ...
