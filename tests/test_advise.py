@@ -184,3 +184,16 @@ def test_another_n_beside_per_worker_factors_says_what_to_do(tmp_path, capsys):
     p.write_text(yaml.safe_dump(data))
     assert main(["advise", str(p), "--n", "6", "--iterations", "50", "--max-s", "1", "--out",
                  str(tmp_path / "adv6")]) == 0
+
+
+def test_an_approximate_pick_says_how_many_workers_it_keeps(tmp_path):
+    # 1 s stragglers with p 0.2 over 0.05 s of compute: waiting for the first of 4 workers
+    # (ignore-stragglers s=3) beats every exact scheme, and the verdict says the gradient then comes from
+    # 1 of the 4 workers' partitions (review 2026-12-05: "faster" without saying what it keeps)
+    from gcsim.scenario import load_scenario
+
+    sc = load_scenario(write_bimodal_scenario(tmp_path / "sc.yaml", n=4, iterations=400))
+    adv = advise(sc, iterations=400)
+    tail = adv.verdict.split("Faster but approximate: ", 1)[1]
+    assert tail.startswith("ignore-stragglers s=3 (")
+    assert "comes from 1 of 4 workers' partitions, so its accuracy per iteration needs checking" in tail

@@ -369,7 +369,11 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
     approx = table[~table["exact"]]
     if len(approx) and approx.iloc[0][col] < best[col]:
         a = approx.iloc[0]
-        verdict += (f" Faster but approximate: {a['scheme']} s={a['s']} ({a[col]:.4g} s; {a['drops']}).")
+        kept = n - int(a["s"])  # every approximate scheme here waits for n - s workers per iteration
+        verdict += (f" Faster but approximate: {a['scheme']} s={a['s']} ({a[col]:.4g} s; {a['drops']}): each "
+                    f"iteration's gradient then comes from {kept} of {n} workers' partitions"
+                    + (", so its accuracy per iteration needs checking (gcsim study measures it)" if kept * 2 <= n
+                       else "") + ".")
     return Advice(n=n, objective=objective, table=table[COLUMNS + ["p50_s"]], iterations=sc.iterations,
                   engine=engine, verdict=verdict, skipped=skipped, wall_s=time.perf_counter() - t0,
                   engine_note=note, not_searched=not_searched, decode_check=decode_check, timing_classes=classes)
