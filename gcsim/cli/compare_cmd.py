@@ -219,6 +219,10 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
     click.echo(f"{len(table)} scheme(s) compared, {options.mode} mode, {options.replications} replication(s), "
                f"{src}")
     click.echo(verdict_table(table))
+    warmups = sorted({int(it.warmup) for it in result.items})
+    if warmups:
+        click.echo(f"obs: the measured run after its first {'/'.join(map(str, warmups))} iteration(s) (the warm-up, "
+                   f"--warmup), so its mean can differ from what gcsim real printed")
     for note in (*result.window_notes, *result.stall_notes, *result.slow_stretch_notes, *result.target_notes,
                  *result.missing_notes()):
         click.echo(f"note: {note}", err=True)

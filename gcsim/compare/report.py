@@ -146,7 +146,13 @@ def render_report(result: CompareResult, plots: Mapping[str, str], *, command: s
             "W1/mean": table["w1_rel"].map(lambda x: f"{x:.3f}"), "KS": table["ks"].map(lambda x: f"{x:.3f}"),
             "ECDF-band cover": table["ecdf_coverage"].map(lambda x: f"{x:.0%}"),
         })
-        lines += [_md_table(md), ""]
+        lines += [_md_table(md), "",
+                  "Columns: *obs* is the measured run after its warm-up (so its mean can differ from what `gcsim "
+                  "real` printed over every iteration); *W1/mean* the Wasserstein-1 distance between the measured "
+                  "and simulated iteration-time distributions over the measured mean; *KS* the Kolmogorov–Smirnov "
+                  "statistic; *ECDF-band cover* the share of the measured iteration times at which the simulated "
+                  f"CDF lies inside the measured CDF's pointwise {opt.confidence:.0%} band (Greenwood; 100 % = "
+                  "never outside; a pointwise band, so a perfect model still leaves it at a few points).", ""]
         reasons = [f"- {r['label']}: {r['reason']}" for _, r in table.iterrows() if r["reason"]]
         if reasons:
             lines += ["Why not a clean pass:", "", *reasons, ""]
