@@ -318,3 +318,25 @@ def test_resume_with_out_is_one_line_before_the_header(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("gcsim: error: --out: expected not given with --resume") and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_a_bare_scheme_name_takes_the_base_entry_of_that_name(tmp_path):
+    # the base lists cce-fr with m = 2: naming cce-fr on the axis keeps m = 2 (it drew exactly on gc-fr
+    # with the default m = 1, review 2026-12-05); an m axis overrides it; a mapping is taken as written
+    import copy
+
+    base = copy.deepcopy(BASE)
+    base["schemes"] = [{"name": "uncoded"}, {"name": "cce-fr", "s": 1, "m": 2}]
+    p = tmp_path / "named.yaml"
+    p.write_text(yaml.safe_dump({"name": "named", "base": base,
+                                 "grid": {"schemes": ["cce-fr", {"name": "cce-fr", "s": 1}, "gc-fr"]}}))
+    sw = load_sweep(p)
+    def key(schemes):
+        return [(sp["name"], sp.get("s"), sp.get("m")) for sp in schemes]
+
+    got = [key(sw.point_data(k)["schemes"]) for k in range(3)]
+    assert got == [[("cce-fr", 1, 2)],
+                   [("cce-fr", 1, None)],  # a mapping as written: m defaults
+                   [("gc-fr", None, None)]]  # not in the base: as named
+    p.write_text(yaml.safe_dump({"name": "named", "base": base, "grid": {"schemes": ["cce-fr"], "m": [3]}}))
+    assert key(load_sweep(p).point_data(0)["schemes"]) == [("cce-fr", 1, 3)]

@@ -14,8 +14,8 @@ A sweep file is a YAML mapping (unknown keys are errors)::
 
 Grid keys: ``n`` / ``n_workers``; ``s`` and ``m`` (set on every scheme of the point, after
 ``schemes``); ``schemes`` (each value one scheme – a name or a ``{name, s, m, seed, label}`` mapping –
-or a list of them simulated together on the same draws; without this key every point runs the base's
-schemes); any other dotted field of the base scenario (``seed``, ``iterations``,
+or a list of them simulated together on the same draws; a bare name takes the parameters of the base's
+entry of that name, when it has one; without this key every point runs the base's schemes); any other dotted field of the base scenario (``seed``, ``iterations``,
 ``stragglers.delay.p``, ``workload.compute.value``, ``stragglers.delay`` with whole distribution
 mappings as values, ...). A dotted field must exist in the base (a distribution's parameter exists only
 when the base uses that distribution; ``name`` and ``schemes.*`` are not sweepable).
@@ -128,8 +128,8 @@ class SweepPlan:
 
     def point_data(self, k: int) -> dict:
         """The scenario data of point ``k`` (plain data, not yet validated): the base with the point's
-        values set; ``schemes`` from the ``schemes`` axis (else the base's), then ``s`` / ``m`` set on
-        every scheme."""
+        values set; ``schemes`` from the ``schemes`` axis (else the base's; a bare name takes the base's
+        entry of that name, :func:`with_base_parameters`), then ``s`` / ``m`` set on every scheme."""
         data = copy.deepcopy(self.base)
         scheme_values = {}
         for ax, v in zip(self.axes, self.values(k)):
@@ -138,7 +138,7 @@ class SweepPlan:
             else:
                 scheme_values[ax.kind] = v
         if "schemes" in scheme_values:
-            data["schemes"] = scheme_list(scheme_values["schemes"])
+            data["schemes"] = with_base_parameters(scheme_list(scheme_values["schemes"]), self.base.get("schemes"))
         for key in ("s", "m"):
             if key in scheme_values:
                 data["schemes"] = [{**sp, key: scheme_values[key]} for sp in data["schemes"]]
@@ -214,6 +214,24 @@ def scheme_list(value: Any) -> list[dict]:
     ``[mapping]``, a list -> each item so (items not names or mappings are left for validation)."""
     items = value if isinstance(value, list) else [value]
     return [{"name": it} if isinstance(it, str) else (dict(it) if isinstance(it, dict) else it) for it in items]
+
+
+def with_base_parameters(schemes: list, base_schemes: Any) -> list:
+    """A scheme named by its bare name on the ``schemes`` axis takes the parameters (``s``, ``m``, ``seed``,
+    ...) of the base scenario's entry of that name, when the base lists it exactly once: naming cce-fr
+    means the base's cce-fr (its ``m: 2``), not a default one (a review, 2026-12-05: cce-fr silently got
+    m = 1 and drew exactly on gc-fr). An ``s`` or ``m`` axis still overrides them; a mapping on the axis
+    is taken as written."""
+    if not isinstance(base_schemes, list):
+        return schemes
+    out = []
+    for sp in schemes:
+        if isinstance(sp, dict) and set(sp) == {"name"}:
+            same = [b for b in base_schemes if isinstance(b, dict) and b.get("name") == sp["name"]]
+            if len(same) == 1:
+                sp = {**same[0], **sp}
+        out.append(sp)
+    return out
 
 
 def display(value: Any) -> str:
