@@ -113,7 +113,9 @@ def plot_predicted_vs_measured(table: pd.DataFrame, path: str | Path, band: floa
 
     Args:
         table: one row per compared (run, scheme) with columns ``label``, ``obs_mean_s``,
-            ``sim_mean_s``, ``obs_p95_s``, ``sim_p95_s`` and optionally ``verdict``.
+            ``sim_mean_s``, ``obs_p95_s``, ``sim_p95_s`` and optionally ``verdict``, ``basis`` (a row
+            that is not ``out of sample`` is drawn hollow and says its basis) and ``err_mean_pi_lo`` /
+            ``_hi`` (the mean's prediction interval, drawn as a bar through the point).
         band: relative band drawn around y = x in the p95 panel (0.10 = ±10 %).
         mean_band: the band of the mean panel (default ``band``).
     """
@@ -130,14 +132,23 @@ def plot_predicted_vs_measured(table: pd.DataFrame, path: str | Path, band: floa
                         label=f"±{b * 100:g}%")
         for i, row in enumerate(table.itertuples(index=False)):
             v = getattr(row, "verdict", "pass") if "verdict" in table.columns else "pass"
-            ax.scatter(x[i], y[i], marker=markers.get(v, "o"), s=45, zorder=3, label=f"{row.label} ({v})")
+            basis = str(getattr(row, "basis", "")) if "basis" in table.columns else ""
+            predicted = basis in ("", "out of sample")  # filled: a prediction; hollow: in sample, a check
+            color = f"C{i % 10}"
+            ax.scatter(x[i], y[i], marker=markers.get(v, "o"), s=45, zorder=3, linewidths=1.5,
+                       facecolors=color if predicted else "none", edgecolors=color,
+                       label=f"{row.label} ({v}{'' if predicted else ', ' + basis})")
+            lo, hi = (getattr(row, f"err_mean_pi_{e}", float("nan")) for e in ("lo", "hi"))
+            if stat == "mean" and np.isfinite(lo) and np.isfinite(hi):  # the prediction interval, on y
+                ax.vlines(x[i], x[i] * (1 + lo), x[i] * (1 + hi), colors=color, lw=1.2, zorder=2)
             ax.annotate(str(row.label), (x[i], y[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
         ax.set_xlim(0, top)
         ax.set_ylim(0, top)
         ax.set_aspect("equal", adjustable="box")
         ax.set_xlabel(f"measured {stat} iteration time (s)")
         ax.set_ylabel(f"predicted {stat} iteration time (s)")
-        ax.set_title(f"{stat}: predicted vs measured", fontsize=10)
+        ax.set_title(f"{stat}: predicted vs measured" + ("\n(bars: 95 % prediction interval; hollow: not a "
+                                                         "prediction)" if stat == "mean" else ""), fontsize=9)
         ax.grid(alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[:2 + min(len(table), 8)], labels[:2 + min(len(table), 8)], fontsize=6, loc="upper left")
