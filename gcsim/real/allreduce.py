@@ -242,6 +242,9 @@ def _train_loop(config: dict) -> None:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     if world != cfg["n_workers"]:
         raise RuntimeError(f"world size {world}, expected n_workers={cfg['n_workers']}")
+    from gcsim.real.allocator import keep_freed_memory
+
+    memory_kept = keep_freed_memory()  # as the parameter server's workers (gcsim/real/allocator.py)
     torch.set_num_threads(int(cfg["torch_threads"]))
     images, labels = (np.ascontiguousarray(ray.get(x)) for x in config["shards"][rank])
     model = build_model(cfg["model"], seed=cfg["seed"], dtype=cfg["dtype"])
@@ -254,7 +257,7 @@ def _train_loop(config: dict) -> None:
     for _ in range(2):
         slice_gradient(model, images[:size], labels[:size], batch)
     model.zero_grad(set_to_none=False)
-    info = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname()}
+    info = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "memory_kept": memory_kept}
     infos = [None] * world
     dist.all_gather_object(infos, info)
     run = RealRunDir(config["run_dir"]) if rank == 0 else None
@@ -370,7 +373,8 @@ def _train_loop(config: dict) -> None:
         atomic_write_text(run.path / "ranks.json", json.dumps({
             "ranks": infos, "replica_max_abs_diff": float((hi - lo).abs().max()), "host_cpu_load": cpu_load,
             "test_accuracy": float(metrics[-1]["test_accuracy"]) if metrics else float("nan"),
-            "worker_niceness": process_niceness(os.getpid())}, indent=2, default=str))
+            "worker_niceness": process_niceness(os.getpid()),
+            "worker_memory_kept": all(bool(i.get("memory_kept")) for i in infos)}, indent=2, default=str))
 
 
 # ====================================================================== the driver
@@ -520,7 +524,8 @@ def _execute(run, spec, gradient_bytes: float, progress: bool):
                model=cfg.model, iterations=spec.iterations, test_accuracy=ranks["test_accuracy"], wall_s=wall_s,
                sessions=1, host=socket.gethostname(), host_cpus=os.cpu_count(), usable_cpus=usable_cpus(),
                cpu_model=cpu_model_name(), host_cpu_load=ranks["host_cpu_load"], cpu_probe=None, ray=ray_info,
-               worker_niceness=ranks["worker_niceness"], dead_workers=[], other_cpu_scope="host",
+               worker_niceness=ranks["worker_niceness"], worker_memory_kept=ranks.get("worker_memory_kept"),
+               dead_workers=[], other_cpu_scope="host",
                gradient_full_bytes=gradient_bytes, ring_bytes_per_rank=ring_allreduce_bytes(spec.n_workers, gradient_bytes),
                replica_max_abs_diff=ranks["replica_max_abs_diff"],
                simulator_model="uncoded (wait for all n) labelled allreduce; ring all-reduce cost 2(n-1)a + "

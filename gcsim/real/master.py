@@ -222,10 +222,10 @@ class WorkerPool:
 
         def start(p: int, **opts):
             if self.k == 1:
-                return remote_worker_class().options(num_cpus=cpus[p], **opts).remote(self.processes[p][0],
-                                                                                     torch_threads)
+                return remote_worker_class().options(num_cpus=cpus[p], **opts).remote(
+                    self.processes[p][0], torch_threads, keep_memory=True)  # gcsim/real/allocator.py
             return remote_host_class(self.k).options(num_cpus=cpus[p], allow_out_of_order_execution=False,
-                                                     **opts).remote(self.processes[p], torch_threads)
+                                                     **opts).remote(self.processes[p], torch_threads, keep_memory=True)
 
         if placement is None:
             self.hosts = [start(p) for p in range(len(self.processes))]

@@ -770,6 +770,7 @@ class RealRun:
         self.local = [i for i in pool.info if i.get("host") == socket.gethostname()]
         local_pids = sorted({int(i["pid"]) for i in self.local})  # K workers of a process share its pid
         self.niceness = worker_niceness(pool.info)
+        self.memory_kept = bool(pool.info) and all(bool(i.get("memory_kept")) for i in pool.info)
         ps = ParameterServer(pool, self.scheme, self.stragglers, policy=spec.policy, scheme_label=spec.scheme,
                              t0=time.time() - offset, slice_sizes=self.sizes, n_params=num_parameters(self.model),
                              should_stop=lambda: self.stop.set, after_dispatch=self.hooks.after_dispatch,
@@ -940,6 +941,8 @@ class RealRun:
                    # both measured in this session only: a resumed run says which (the trace covers all)
                    host_cpu_load=_of_session(self.cpu_load, self.sessions),
                    cpu_probe=_of_session(self.cpu_probe, self.sessions), ray=self.ray_info, worker_niceness=self.niceness,
+                   # gcsim/real/allocator.py: freed memory kept in every worker process (finding 34)
+                   worker_memory_kept=self.memory_kept,
                    dead_workers=self.dead_workers(),
                    other_cpu_scope=("host" if len(local) == n else
                                     f"master's host only ({len(local)} of {n} workers on it)"))

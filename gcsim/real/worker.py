@@ -77,15 +77,20 @@ class GradientWorker:
         cpu_clock: ``"process"`` (``time.process_time``: the process is this worker alone) or
             ``"thread"`` (``time.thread_time``: the worker is one of several in a :class:`WorkerHost`
             and runs in its own thread; module docstring).
+        keep_memory: keep freed memory in this process (:func:`gcsim.real.allocator.keep_freed_memory`:
+            no page faults per gradient); the master asks it of every actor, tests leave it off.
     Raises:
         ValueError: another ``cpu_clock``.
     """
 
-    def __init__(self, worker: int, torch_threads: int = 1, cpu_clock: str = "process"):
+    def __init__(self, worker: int, torch_threads: int = 1, cpu_clock: str = "process", keep_memory: bool = False):
         import torch
+
+        from gcsim.real.allocator import keep_freed_memory
 
         if cpu_clock not in CPU_CLOCKS:
             raise ValueError(f"cpu_clock: expected one of {', '.join(CPU_CLOCKS)}, got {cpu_clock!r}")
+        self.memory_kept = keep_freed_memory() if keep_memory else False
         torch.set_num_threads(int(torch_threads))
         self.worker = int(worker)
         self.scheme = None
@@ -122,7 +127,8 @@ class GradientWorker:
         Raises:
             ValueError: ``shard_data`` does not hold exactly the partitions this worker holds.
         Returns:
-            ``{"worker", "pid", "host", "held", "n_parameters", "node_id"}`` (``node_id``: the Ray node
+            ``{"worker", "pid", "host", "held", "memory_kept", "n_parameters", "node_id"}`` (``memory_kept``:
+            :func:`gcsim.real.allocator.keep_freed_memory` took effect in its process; ``node_id``: the Ray node
             the actor runs on, hex).
         """
         from gcsim.real.model import build_model, num_parameters, slice_gradient
@@ -161,6 +167,7 @@ class GradientWorker:
         import ray
 
         return {"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(), "held": held,
+                "memory_kept": bool(self.memory_kept),
                 "n_parameters": self.n_params,
                 # outside an actor (unit tests) there is no node, and get_runtime_context() would start Ray
                 "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else None}
@@ -323,13 +330,17 @@ class WorkerHost:
     Args:
         workers: the global worker indices hosted here, ``1 <= len(workers)``.
         torch_threads: torch intra-op threads for the whole process.
+        keep_memory: keep freed memory in this process (as :class:`GradientWorker`).
     Raises:
         ValueError: ``workers`` empty or repeated.
     """
 
-    def __init__(self, workers: list[int], torch_threads: int = 1):
+    def __init__(self, workers: list[int], torch_threads: int = 1, keep_memory: bool = False):
         import torch
 
+        from gcsim.real.allocator import keep_freed_memory
+
+        kept = keep_freed_memory() if keep_memory else False
         ws = [int(w) for w in workers]
         if not ws or len(set(ws)) != len(ws):
             raise ValueError(f"workers: expected distinct worker indices, at least one, got {workers!r}")
@@ -346,6 +357,8 @@ class WorkerHost:
 
         scheme_names()
         self.workers = {w: GradientWorker(w, torch_threads, cpu_clock="thread") for w in ws}
+        for gw in self.workers.values():
+            gw.memory_kept = kept
 
     def setup(self, worker: int, shard_data: dict, **kwargs) -> dict:
         """:meth:`GradientWorker.setup` of logical worker ``worker`` (same arguments and result)."""
