@@ -4,8 +4,9 @@ is left out), and how many passes meet issue 9's bands.
 
     .venv/bin/python docs/validation/pass_counts.py            # after recompute_protocols.sh
 
-First a scorecard (the README's "at a glance" table), then the counts per comparison and the worst
-errors per model-pass.
+First a scorecard (the README's "at a glance" table) over the passes made before finding 34's executor
+fix (their runs' meta.json has no ``worker_memory_kept``), the passes made with it apart, then the
+counts per comparison and the worst errors per model-pass.
 
 A model-pass is one straggler model of one pass (``protocol.csv`` rows of one ``model``); it is a
 neighbour pass when its path names ``noisy``. Per comparison: the mean error in expectation
@@ -24,15 +25,31 @@ COMPARISONS = ["from-uncoded", "given-uncoded-load-and-speed", "calibrate-file-u
                "from-uncoded-ab", "check-uncoded-paired"]
 
 
-def load() -> pd.DataFrame:
-    """Every committed ``protocol.csv``, with the columns ``pass`` (its folder) and ``noisy``."""
+def memory_kept(protocol_csv: Path) -> bool:
+    """Whether the pass's runs were made with freed memory kept in the workers (finding 34, ``meta.json``
+    ``worker_memory_kept``; passes before it lack the key)."""
+    import json
+
+    df = pd.read_csv(protocol_csv, usecols=["run_dir"])
+    for run in df["run_dir"].dropna().unique():
+        meta = (ROOT.parent.parent / str(run) / "meta.json")
+        if meta.exists():
+            return bool(json.loads(meta.read_text()).get("worker_memory_kept", False))
+    return False
+
+
+def load(fixed: bool = False) -> pd.DataFrame:
+    """Every committed ``protocol.csv`` made before finding 34's executor fix (``fixed=False``: the
+    scorecard's passes) or with it (``fixed=True``), with the columns ``pass`` (its folder) and ``noisy``."""
     frames = []
     for path in sorted(ROOT.glob("protocol*/**/protocol.csv")):
+        if memory_kept(path) != fixed:
+            continue
         df = pd.read_csv(path)
         df["pass"] = str(path.parent.relative_to(ROOT))
         df["noisy"] = "noisy" in df["pass"].iloc[0]
         frames.append(df)
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _held(g: pd.DataFrame) -> float:
@@ -101,8 +118,22 @@ def scorecard(df: pd.DataFrame) -> str:
 
 def main() -> None:
     df = load()
-    print("## at a glance\n")
+    print("## at a glance (passes before finding 34's executor fix)\n")
     print(scorecard(df))
+    fixed = load(fixed=True)
+    if len(fixed):
+        print("\n## passes with the executor fix (freed memory kept in the workers, finding 34)\n")
+        t = per_pass(fixed, "from-uncoded", False)
+        print("| pass | model | worst \\|mean err\\| in expectation (scheme) | raw | worst \\|p95 err\\| in expectation | PI held |")
+        print("|---|---|---|---|---|---|")
+        for _, r in t.iterrows():
+            print(f"| `{r['pass']}` | {r.model} | {r.worst_mean:.1%} ({r.worst_scheme}) "
+                  f"| {r.worst_mean_raw:.1%} | {r.worst_p95:.1%} | {int(r.pi_held)} of {r.targets} |")
+        for comparison in COMPARISONS:
+            t = per_pass(fixed, comparison, False)
+            if not t.empty:
+                print(f"- {comparison}: worst |mean err| in expectation " + ", ".join(
+                    f"{r.model} {r.worst_mean:.1%}" for _, r in t.iterrows()))
     for noisy in (False, True):
         band = 0.08 if noisy else 0.05
         print(f"\n## {'with a neighbour' if noisy else 'quiet'} (mean band {band:.0%}, p95 band 10 %)\n")

@@ -38,8 +38,10 @@ def ranges_for(cal_run: Path, targets: pd.DataFrame, sd: float | None) -> pd.Dat
 
 def main() -> None:
     totals = {}
+    from pass_counts import memory_kept  # a sibling script (docs/validation/ is on sys.path when run)
+
     for path in sorted(ROOT.glob("protocol*/**/protocol.csv")):
-        if "noisy" in str(path.relative_to(ROOT)):
+        if "noisy" in str(path.relative_to(ROOT)) or memory_kept(path):  # the README's 113: passes before finding 34
             continue
         table = pd.read_csv(path)
         rows = table[(table["comparison"] == "calibrate-file-uncoded") & table["exact"].astype(bool)
