@@ -25,12 +25,11 @@ SCHEMES = ["ignore-stragglers", "gc-fr", "gc-cr", "gc-mds", "cce-fr", "cce-cr"]
 
 
 def before_fix(run: Path) -> bool:
-    """A run made before finding 34's executor fix (its meta.json has no true ``worker_memory_kept``): this
-    script describes the scheme gap those runs had, and later passes would dilute it."""
-    import json
+    """A run made before finding 34's executor fix: this script describes the scheme gap those runs had,
+    and later passes would dilute it."""
+    from pass_counts import run_memory_kept  # a sibling script (docs/validation/ is on sys.path when run)
 
-    meta = run / "meta.json"
-    return not (meta.exists() and json.loads(meta.read_text()).get("worker_memory_kept", False))
+    return not run_memory_kept(run)
 
 
 def finished_rows(path: Path) -> pd.DataFrame | None:

@@ -25,16 +25,23 @@ COMPARISONS = ["from-uncoded", "given-uncoded-load-and-speed", "calibrate-file-u
                "from-uncoded-ab", "check-uncoded-paired"]
 
 
-def memory_kept(protocol_csv: Path) -> bool:
-    """Whether the pass's runs were made with freed memory kept in the workers (finding 34, ``meta.json``
-    ``worker_memory_kept``; passes before it lack the key)."""
+def run_memory_kept(run: Path) -> bool:
+    """Whether a run was made with freed memory kept in its workers (finding 34, ``meta.json``
+    ``worker_memory_kept``; runs before it lack the key)."""
     import json
 
+    meta = run / "meta.json"
+    return meta.exists() and bool(json.loads(meta.read_text()).get("worker_memory_kept", False))
+
+
+def memory_kept(protocol_csv: Path) -> bool:
+    """Whether a pass's runs were made with freed memory kept (:func:`run_memory_kept` of its first run
+    with a meta.json)."""
     df = pd.read_csv(protocol_csv, usecols=["run_dir"])
     for run in df["run_dir"].dropna().unique():
-        meta = (ROOT.parent.parent / str(run) / "meta.json")
-        if meta.exists():
-            return bool(json.loads(meta.read_text()).get("worker_memory_kept", False))
+        path = ROOT.parent.parent / str(run)
+        if (path / "meta.json").exists():
+            return run_memory_kept(path)
     return False
 
 
@@ -116,6 +123,15 @@ def scorecard(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def worst_table(t: pd.DataFrame) -> str:
+    """:func:`per_pass` rows as a markdown table: worst mean error (expectation, raw), worst p95, PI held."""
+    lines = ["| pass | model | worst \\|mean err\\| in expectation (scheme) | raw | worst \\|p95 err\\| in expectation "
+             "| PI held |", "|---|---|---|---|---|---|"]
+    lines += [f"| `{r['pass']}` | {r.model} | {r.worst_mean:.1%} ({r.worst_scheme}) "
+              f"| {r.worst_mean_raw:.1%} | {r.worst_p95:.1%} | {int(r.pi_held)} of {r.targets} |" for _, r in t.iterrows()]
+    return "\n".join(lines)
+
+
 def main() -> None:
     df = load()
     print("## at a glance (passes before finding 34's executor fix)\n")
@@ -123,12 +139,7 @@ def main() -> None:
     fixed = load(fixed=True)
     if len(fixed):
         print("\n## passes with the executor fix (freed memory kept in the workers, finding 34)\n")
-        t = per_pass(fixed, "from-uncoded", False)
-        print("| pass | model | worst \\|mean err\\| in expectation (scheme) | raw | worst \\|p95 err\\| in expectation | PI held |")
-        print("|---|---|---|---|---|---|")
-        for _, r in t.iterrows():
-            print(f"| `{r['pass']}` | {r.model} | {r.worst_mean:.1%} ({r.worst_scheme}) "
-                  f"| {r.worst_mean_raw:.1%} | {r.worst_p95:.1%} | {int(r.pi_held)} of {r.targets} |")
+        print(worst_table(per_pass(fixed, "from-uncoded", False)))
         for comparison in COMPARISONS:
             t = per_pass(fixed, comparison, False)
             if not t.empty:
@@ -147,12 +158,7 @@ def main() -> None:
                   f"{t.worst_mean.max():.1%} (median {t.worst_mean.median():.1%}); within the band in "
                   f"{(t.worst_mean <= band).sum()} of {len(t)} (raw {(t.worst_mean_raw <= band).sum()}); "
                   f"p95 within 10 % in {(t.worst_p95 <= 0.10).sum()} (raw {(t.worst_p95_raw <= 0.10).sum()}){pi}")
-        t = per_pass(df, "from-uncoded", noisy)
-        print("\n| pass | model | worst \\|mean err\\| in expectation (scheme) | raw | worst \\|p95 err\\| in expectation | PI held |")
-        print("|---|---|---|---|---|---|")
-        for _, r in t.iterrows():
-            print(f"| `{r['pass']}` | {r.model} | {r.worst_mean:.1%} ({r.worst_scheme}) "
-                  f"| {r.worst_mean_raw:.1%} | {r.worst_p95:.1%} | {int(r.pi_held)} of {r.targets} |")
+        print("\n" + worst_table(per_pass(df, "from-uncoded", noisy)))
 
 
 if __name__ == "__main__":

@@ -59,19 +59,14 @@ def simulated_ratios(d: Path, schemes: list[dict], tmp: Path) -> pd.Series:
     return med / med["uncoded"]
 
 
-def _memory_kept(run: Path) -> bool:
-    import json
-
-    meta = run / "meta.json"
-    return meta.exists() and bool(json.loads(meta.read_text()).get("worker_memory_kept", False))
-
-
 def main() -> None:
+    from pass_counts import run_memory_kept  # a sibling script (docs/validation/ is on sys.path when run)
+
     rows = []
     passes = [d for d in sorted(ROOT.glob("protocol*/runs*/*"))
               if (d / "uncoded-a" / "workers.csv").exists() and (d / "uncoded-b" / "workers.csv").exists()
               and "compute_cpu_s" in pd.read_csv(d / "uncoded-a" / "workers.csv", nrows=1)
-              and not _memory_kept(d / "uncoded-a")]  # finding 34's fix: those runs have no gap to explain
+              and not run_memory_kept(d / "uncoded-a")]  # finding 34's fix: those runs have no gap to explain
     for i, d in enumerate(passes):
         ref = np.mean([sent_median_s(pd.read_csv(d / u / "workers.csv")).iloc[0] for u in ("uncoded-a", "uncoded-b")])
         runs = {s: d / s for s in SCHEMES if (d / s / "workers.csv").exists()}

@@ -127,8 +127,10 @@ def _binom_ranks(n: int, q: float) -> tuple[int, int]:
     return int(st.binom.ppf(0.025, n, q)), int(st.binom.ppf(0.975, n, q)) + 1
 
 
-def _mean_ci(d: np.ndarray, batches: int = 20) -> tuple[float, float, float]:
-    """Mean and its 95 % batch-means CI (module docstring)."""
+def mean_ci(d: np.ndarray, batches: int = 20) -> tuple[float, float, float]:
+    """Mean of ``d`` (seconds) and its 95 % batch-means CI: ``batches`` consecutive batches
+    (``np.array_split``), Student's t on ``batches − 1`` (module docstring; Law & Kelton §9.5.3). The CI
+    is NaN for fewer than 2 values. Also ``gcsim fit``'s self-check (:mod:`gcsim.fit.check`)."""
     k = min(batches, len(d))
     if k < 2:
         return float(d.mean()), float("nan"), float("nan")
@@ -147,7 +149,7 @@ def _quantile_ci(d: np.ndarray, q: float) -> tuple[float, float, float]:
 
 
 def _stats(d: np.ndarray) -> dict:
-    mean, mlo, mhi = _mean_ci(d)
+    mean, mlo, mhi = mean_ci(d)
     p95, p95lo, p95hi = _quantile_ci(d, 0.95)
     p99, p99lo, p99hi = _quantile_ci(d, 0.99)
     return {"mean_s": mean, "mean_lo": mlo, "mean_hi": mhi, "p50_s": float(np.quantile(d, 0.5)),

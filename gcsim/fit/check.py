@@ -114,15 +114,6 @@ class SelfCheck:
         return "".join(f"# {x}\n" for x in lines)
 
 
-def _batch_interval(x: np.ndarray) -> tuple[float, float]:
-    """95 % interval of ``x``'s mean from :data:`BATCHES` batch means (Student's t)."""
-    from scipy import stats
-
-    means = np.array([b.mean() for b in np.array_split(x, BATCHES)])
-    half = float(stats.t.ppf(0.975, BATCHES - 1) * means.std(ddof=1) / np.sqrt(BATCHES))
-    return float(x.mean()) - half, float(x.mean()) + half
-
-
 def self_check(res, *, seed: int = 0, iterations: int = SIMULATED_ITERATIONS) -> SelfCheck:
     """Compare the fitted scenario of ``res`` (a :class:`gcsim.fit.model.FitResult`) with its trace.
 
@@ -137,13 +128,14 @@ def self_check(res, *, seed: int = 0, iterations: int = SIMULATED_ITERATIONS) ->
     """
     import yaml
 
+    from gcsim.advise.search import mean_ci
     from gcsim.scenario import validate_scenario
     from gcsim.sim.vector import simulate_with
 
     x = np.asarray(res.trace.times, dtype=float)  # (T, W) seconds
     T, W = x.shape
     it_max = x.max(axis=1)
-    lo, hi = _batch_interval(it_max)
+    _, lo, hi = mean_ci(it_max, BATCHES)
     data = yaml.safe_load(res.scenario_text)
     data.update({"iterations": int(iterations), "seed": int(seed), "schemes": [{"name": "uncoded"}]})
     sim = simulate_with(validate_scenario(data), "auto", trace="iterations")
