@@ -4,8 +4,8 @@
 #   finding 28 (pairs/):  instrument.patch;                                   OUT=runs/partition-cpu-pairs ROUNDS=8 (the defaults)
 #   finding 34 (rusage/): instrument_rusage.patch (adds getrusage per partition); OUT=runs/rusage ROUNDS=3
 #   finding 34 (malloc/): instrument_rusage.patch + malloc_experiment.patch;   OUT=runs/malloc ROUNDS=2
-cd <scratch checkout with the patches applied>
-export PYTHONPATH=<that checkout>
+cd "${CHECKOUT:?set CHECKOUT to the scratch checkout with the patches applied}"
+export PYTHONPATH=$CHECKOUT
 OUT=${OUT:-runs/partition-cpu-pairs}
 ROUNDS=${ROUNDS:-8}
 mkdir -p $OUT
