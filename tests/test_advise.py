@@ -197,3 +197,50 @@ def test_an_approximate_pick_says_how_many_workers_it_keeps(tmp_path):
     tail = adv.verdict.split("Faster but approximate: ", 1)[1]
     assert tail.startswith("ignore-stragglers s=3 (")
     assert "comes from 1 of 4 workers' partitions, so its accuracy per iteration needs checking" in tail
+
+
+def _drift_scenario(sd: float, iterations: int = 1500):
+    # 0.2 s stragglers with p 0.1 over 0.05 s of compute: gc-fr s=1 (2 partitions) is best at the measured
+    # speed (closed form 0.106 s against uncoded's 0.144 s), while on a machine 1.8x slower the extra partition
+    # costs more (0.18 s) than the tail it saves (0.2 x (0.469 - 0.030) = 0.088 s): uncoded is best there
+    from gcsim.scenario import SpeedDrift
+
+    sc = _scenario({"delay": {"dist": "bimodal", "p": P, "delay": 0.2}}, iterations=iterations)
+    return sc.model_copy(update={"workload": sc.workload.model_copy(update={"speed_drift": SpeedDrift(sd=sd)})})
+
+
+def test_speed_drift_rows_are_the_scenario_at_the_drifted_speeds():
+    # the drifted columns are the same search on a machine (1 +- sd) times slower, on the same draws
+    from gcsim.sim.drift import scale_cpu_work
+
+    sc = _drift_scenario(0.8)
+    adv = advise(sc, max_m=1)
+    assert adv.drift_sd == 0.8
+    t = adv.table.set_index("label")
+    filled = t[t["drift_slow_s"].notna()]
+    exact = adv.table[adv.table["exact"]]
+    assert set(filled.index) == (set(exact["label"].head(3)) | {"uncoded"}
+                                 | {adv.table[~adv.table["exact"]]["label"].iloc[0]})
+    for column, factor in (("drift_slow_s", 1.8), ("drift_fast_s", 0.2)):
+        other = advise(scale_cpu_work(sc, factor), max_m=1).table.set_index("label")
+        for label in filled.index:
+            assert filled.loc[label, column] == pytest.approx(other.loc[label, "mean_s"], rel=1e-12)
+    # closed form at 1.8 x 0.05 s per partition: uncoded 0.09 + 0.2 (1 - 0.9^6), gc-fr s=1 0.18 + 0.2 (1 - 0.99^3)
+    assert t.loc["uncoded", "drift_slow_s"] == pytest.approx(0.09 + 0.2 * (1 - 0.9 ** 6), rel=0.05)
+    assert (adv.best["scheme"], adv.best["s"]) == ("gc-fr", 1)
+    assert "changes (slower: uncoded instead" in adv.verdict
+    assert "faster: still gc-fr s=1 m=1" in adv.verdict
+
+
+def test_no_speed_drift_no_drift_rows(tmp_path):
+    from gcsim.advise.output import advice_markdown, format_table
+
+    adv = advise(_drift_scenario(0.05), max_m=1, iterations=400)
+    assert "stays the same (slower: still gc-fr s=1 m=1" in adv.verdict
+    assert "mean_s slower/faster" in format_table(adv)
+    sc = _scenario({"delay": {"dist": "bimodal", "p": P, "delay": 0.2}}, iterations=400)
+    plain = advise(sc, max_m=1)
+    assert plain.drift_sd is None and plain.table["drift_slow_s"].isna().all()
+    assert "slower" not in plain.verdict and "slower/faster" not in format_table(plain)
+    assert "drift_slow_s" not in advice_markdown([plain], "gcsim advise x")
+    assert "drift_slow_s" in advice_markdown([adv], "gcsim advise x")

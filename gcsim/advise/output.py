@@ -1,7 +1,8 @@
 """``gcsim advise`` output: the printed ranked table, and the run directory.
 
 Run directory (``runs/advise/<scenario>-<UTC timestamp>/`` by default, created exclusively by
-:func:`gcsim.rundir.new_run_dir`): ``advice.csv`` (:data:`gcsim.advise.search.COLUMNS` for every n),
+:func:`gcsim.rundir.new_run_dir`): ``advice.csv`` (:data:`gcsim.advise.search.COLUMNS` for every n; ``drift_slow_s`` /
+``drift_fast_s`` empty without ``workload.speed_drift``),
 ``advice.md`` (command, verdicts, tables), ``advice_n<N>.png`` (predicted objective against s per
 scheme, uncoded as a line, the best exact choice marked), ``config.yaml`` (the scenario searched),
 ``meta.json`` (last); with ``--iterations-to-target`` also ``time_to_target.csv``
@@ -41,6 +42,9 @@ def format_table(adv: Advice, top: int | None = None) -> str:
         if adv.objective == "p99":
             out.insert(8, "p99_s [95% CI]", [f"{g}{a:.4g} [{b:.4g}, {c:.4g}]" for g, a, b, c in
                                              zip(lb, df["p99_s"], df["p99_lo"], df["p99_hi"])])
+        if adv.drift_sd is not None:  # the objective on a machine one drift SD slower / faster (search.py)
+            out[f"{adv.objective}_s slower/faster"] = ["-" if np.isnan(a) else f"{a:.4g} / {b:.4g}" for a, b in
+                                                       zip(df["drift_slow_s"], df["drift_fast_s"])]
         return out.to_string(index=False)
 
     t = adv.table
@@ -53,6 +57,10 @@ def format_table(adv: Advice, top: int | None = None) -> str:
         text += ["approximate schemes (ranked apart: they drop or delay part of the gradient)", fmt(ap)]
         text += [f"  {name}: {d}" for name, d in ap.drop_duplicates("scheme")[["scheme", "drops"]].itertuples(index=False)]
     shown = pd.concat([ex, ap])
+    if adv.drift_sd is not None:
+        text.append(f"  slower/faster: the {adv.objective} with the workers' CPU work x{1 + adv.drift_sd:g} / "
+                    f"x{1 - adv.drift_sd:g} (workload.speed_drift sd {adv.drift_sd:g}), for the top {VERIFY_TOP} "
+                    f"exact rows, uncoded and the best approximate row")
     if not shown["decode_checked"].all():
         text.append(f"  >=: a lower bound - the quorum's time, decodes not checked for refusals (a refused set waits "
                     f"for one more arrival); the top {VERIFY_TOP} exact rows are checked, --decode-check all checks "
@@ -124,6 +132,13 @@ def plot_advice(adv: Advice, path: Path) -> Path:
     return save_figure(fig, path)
 
 
+def _md_columns(adv: Advice) -> list[str]:
+    """The table's columns in advice.md: :data:`COLUMNS` but the label, and the drift columns only when
+    the scenario has a speed drift."""
+    drop = {"label"} | (set() if adv.drift_sd is not None else {"drift_slow_s", "drift_fast_s"})
+    return [c for c in COLUMNS if c not in drop]
+
+
 def advice_markdown(advices: list[Advice], command: str, targets: pd.DataFrame | None = None) -> str:
     """The report's markdown: command, then per n the verdict and the full table (and, with
     ``targets`` from :func:`gcsim.advise.target.time_to_target`, the ranking by time to target)."""
@@ -132,7 +147,7 @@ def advice_markdown(advices: list[Advice], command: str, targets: pd.DataFrame |
     for a in advices:
         lines += [f"## n = {a.n}", "", a.verdict, "", f"Engine: {engine_text(a)}; {a.wall_s:.1f} s. Rows with "
                   f"`decode_checked` False are lower bounds (the quorum's time; a refused decode would wait for one more "
-                  f"arrival).", "", f"![advice](advice_n{a.n}.png)", "", markdown_table(a.table[COLUMNS[:-1]]), ""]
+                  f"arrival).", "", f"![advice](advice_n{a.n}.png)", "", markdown_table(a.table[_md_columns(a)]), ""]
         if a.not_searched:
             lines += [not_searched_text(a, most=60), ""]
         if targets is not None:
@@ -163,7 +178,8 @@ def write_advice(advices: list[Advice], scenario, run_dir: Path, command: str,
     best = {str(a.n): {"scheme": a.best["scheme"], "s": int(a.best["s"]), "m": int(a.best["m"])} for a in advices}
     write_meta(run_dir, "advise", command=command, objective=advices[0].objective, best=best,
                engine=advices[0].engine, iterations=int(advices[0].iterations),
-               verdicts=[a.verdict for a in advices], wall_s=float(np.sum([a.wall_s for a in advices])),
+               verdicts=[a.verdict for a in advices], speed_drift_sd=advices[0].drift_sd,
+               wall_s=float(np.sum([a.wall_s for a in advices])),
                search={str(a.n): {"engine": a.engine, "engine_note": a.engine_note, "decode_check": a.decode_check,
                                   "candidates": int(len(a.table)), "timing_classes": int(a.timing_classes),
                                   "rows_lower_bound": a.unchecked, "refused": len(a.skipped),

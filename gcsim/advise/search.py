@@ -30,6 +30,15 @@ Statistics per candidate (iteration times in seconds, ``I`` iterations):
   Practical Nonparametric Statistics, §3.2);
 * speedup = objective(uncoded) / objective(candidate).
 
+Speed drift (``workload.speed_drift``, sd a fraction): the CPU speed of the machine a pick is used on may
+lie a standard deviation or more from the speed ``workload.compute`` was measured at
+(:mod:`gcsim.sim.drift`), which moves a CPU-bound scheme's times 1:1 and a delay-bound one's hardly at
+all, so it can change which scheme is best. With a drift set, the top :data:`VERIFY_TOP` exact rows,
+uncoded and the best approximate row are simulated again with the workers' CPU work scaled by
+``1 + sd`` and ``1 - sd`` (:func:`gcsim.sim.drift.scale_cpu_work`, the same seed: common random numbers),
+every decode checked; their objective there is ``drift_slow_s`` / ``drift_fast_s`` (NaN for other rows),
+and the verdict says whether the best exact choice among them stays the best at both speeds.
+
 Ranking: by the objective; exact schemes and approximate ones (which drop or delay part of the
 gradient) are ranked separately.
 """
@@ -56,7 +65,7 @@ DROPS = {
 }
 COLUMNS = ["n", "rank", "scheme", "s", "m", "exact", "computation_load", "communication_load",
            "mean_s", "mean_lo", "mean_hi", "p95_s", "p95_lo", "p95_hi", "p99_s", "p99_lo", "p99_hi",
-           "speedup", "drops", "decode_checked", "label"]
+           "speedup", "drops", "decode_checked", "drift_slow_s", "drift_fast_s", "label"]
 #: values of ``decode_check`` (module docstring)
 DECODE_CHECKS = ("top", "all")
 #: exact rows whose decodes ``decode_check="top"`` checks (re-ranking until they are all checked)
@@ -79,6 +88,8 @@ class Advice:
         not_searched: ``(scheme, s, m, reason)`` left out for the cost of their construction guard
             (:data:`gcsim.advise.candidates.PATTERN_BUDGET`; none with ``thorough``).
         decode_check: ``top`` or ``all`` (module docstring); timing_classes: vector runs of the search.
+        drift_sd: the scenario's ``workload.speed_drift.sd`` (a fraction) when the drifted rows were
+            simulated (module docstring), else None.
     """
 
     n: int
@@ -93,6 +104,7 @@ class Advice:
     not_searched: list = field(default_factory=list)
     decode_check: str = "top"
     timing_classes: int = 0
+    drift_sd: float | None = None
 
     @property
     def best(self) -> pd.Series:
@@ -176,6 +188,7 @@ def _table(n: int, cands: list, durations: dict, checked: dict, objective: str) 
                      **st, "drops": "" if info["exact"] else DROPS.get(sp.name, "approximate decoding"),
                      "decode_checked": bool(checked[c.label]), "label": c.label, "_order": order.get(sp.name, 99)})
     df = pd.DataFrame(rows)
+    df["drift_slow_s"] = df["drift_fast_s"] = np.nan
     col = f"{objective}_s"
     base = float(df.loc[df["scheme"] == "uncoded", col].iloc[0])
     df["speedup"] = base / df[col]
@@ -253,6 +266,56 @@ def _evaluate(sc: Scenario, cands: list, objective: str, decode_check: str, skip
     if by_simpy:
         note = f"{len(by_simpy)} candidate(s) by SimPy: {note}"
     return durations, checked, engine, note, len(classes)
+
+
+def _drift_rows(table: pd.DataFrame) -> list[str]:
+    """Labels of the rows simulated again under speed drift (module docstring): the top
+    :data:`VERIFY_TOP` exact rows, uncoded and the best approximate row."""
+    exact, approx = table[table["exact"]], table[~table["exact"]]
+    labels = list(exact["label"].head(VERIFY_TOP)) + list(table.loc[table["scheme"] == "uncoded", "label"])
+    labels += list(approx["label"].head(1))
+    return list(dict.fromkeys(labels))
+
+
+def _drifted(sc: Scenario, cands: list, table: pd.DataFrame, objective: str, sd: float, engine: str) -> None:
+    """Fill ``drift_slow_s`` / ``drift_fast_s`` (seconds, the objective with the workers' CPU work ×(1 + sd)
+    and ×(1 − sd); module docstring) of the :func:`_drift_rows` rows of ``table``, in place. A candidate
+    refused when built for its decode check keeps NaN."""
+    from gcsim.sim.drift import scale_cpu_work
+    labels = _drift_rows(table)
+    subset = [c for c in cands if c.label in labels]
+    base = sc.model_copy(update={"schemes": [c.spec for c in subset]})
+    for column, factor in (("drift_slow_s", 1.0 + sd), ("drift_fast_s", 1.0 - sd)):
+        durations, *_ = _evaluate(scale_cpu_work(base, factor), subset, objective, "all", [], engine)
+        for label, d in durations.items():
+            table.loc[table["label"] == label, column] = _stats(d)[f"{objective}_s"]
+
+
+def _drift_verdict(table: pd.DataFrame, objective: str, sd: float) -> str:
+    """One sentence: whether the best exact choice stays the best among the drifted exact rows at a
+    machine ``sd`` slower and faster (module docstring), with its speedup over uncoded there."""
+    t = table[table["exact"] & table["drift_slow_s"].notna()]
+    unc = table[table["scheme"] == "uncoded"].iloc[0]
+    best = table[table["exact"]].iloc[0]
+
+    def name(r):
+        return "uncoded" if r["scheme"] == "uncoded" else f"{r['scheme']} s={r['s']} m={r['m']}"
+
+    parts = []
+    for column, how in (("drift_slow_s", "slower"), ("drift_fast_s", "faster")):
+        if not len(t):
+            return f"Under workload.speed_drift (sd {sd:.3g}) no row could be simulated again."
+        top = t.loc[t[column].idxmin()]
+        sp = unc[column] / top[column]
+        if top["label"] == best["label"]:
+            parts.append(f"{how}: still {name(top)} ({sp:.2f}x)")
+        else:
+            gain = "" if top["scheme"] == "uncoded" else f", {sp:.2f}x over uncoded"
+            parts.append(f"{how}: {name(top)} instead ({top[column]:.4g} s{gain}; {name(best)} {best[column]:.4g} s)")
+    stays = all(p.split(": ", 1)[1].startswith("still") for p in parts)
+    head = (f"On a machine {sd * 100:.3g} % slower or faster (workload.speed_drift sd, one standard deviation), the "
+            f"best of the top {VERIFY_TOP} exact rows and uncoded by the {objective} ")
+    return head + ("stays the same (" if stays else "changes (") + "; ".join(parts) + ")."
 
 
 def _why_not(sc: Scenario, table: pd.DataFrame, objective: str) -> str:
@@ -353,9 +416,14 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
     if seed is not None:
         update["seed"] = int(seed)
     sc = scenario.model_copy(update=update)
+    engine_choice = engine
     durations, checked, engine, note, classes = _evaluate(sc, cands, objective, decode_check, skipped, engine)
     table = _table(n, cands, durations, checked, objective)
     col = f"{objective}_s"
+    drift = sc.workload.speed_drift
+    drift_sd = float(drift.sd) if drift is not None and float(drift.sd) > 0 else None
+    if drift_sd is not None:
+        _drifted(sc, cands, table, objective, drift_sd, engine_choice)
     exact = table[table["exact"]]
     best = exact.iloc[0]
     if best["scheme"] == "uncoded":
@@ -368,6 +436,8 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
                    f"{best[col]:.4g} s vs uncoded {unc[col]:.4g} s ({best['speedup']:.2f}x)"
                    + (" - but the CIs overlap: not clearly better than uncoded at this many iterations" if overlap
                       else "") + ".")
+    if drift_sd is not None:
+        verdict += " " + _drift_verdict(table, objective, drift_sd)
     approx = table[~table["exact"]]
     if len(approx) and approx.iloc[0][col] < best[col]:
         a = approx.iloc[0]
@@ -378,4 +448,5 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
                        else "") + ".")
     return Advice(n=n, objective=objective, table=table[COLUMNS + ["p50_s"]], iterations=sc.iterations,
                   engine=engine, verdict=verdict, skipped=skipped, wall_s=time.perf_counter() - t0,
-                  engine_note=note, not_searched=not_searched, decode_check=decode_check, timing_classes=classes)
+                  engine_note=note, not_searched=not_searched, decode_check=decode_check, timing_classes=classes,
+                  drift_sd=drift_sd)

@@ -5,7 +5,7 @@
 cd "$(dirname "$0")/../../.."   # the repository root
 
 D=docs/validation/protocol-seed11-2026-12-05
-for m in real_expon real_default; do
+for m in real_default real_expon; do
   .venv/bin/gcsim study $D/scenarios/$m.yaml --protocol cross-scheme --runs-root $D/runs --out $D/$m > $D/$m.log 2>&1
   echo "$m $(date +%T) rc=$? load=$(cut -d' ' -f1 /proc/loadavg)" >> $D/progress.txt
 done
