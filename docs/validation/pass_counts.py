@@ -139,12 +139,11 @@ def main() -> None:
     fixed = load(fixed=True)
     if len(fixed):
         print("\n## passes with the executor fix (freed memory kept in the workers, finding 34)\n")
-        print(worst_table(per_pass(fixed, "from-uncoded", False)))
-        for comparison in COMPARISONS:
-            t = per_pass(fixed, comparison, False)
+        print(scorecard(fixed))
+        for noisy in (False, True):
+            t = per_pass(fixed, "from-uncoded", noisy)
             if not t.empty:
-                print(f"- {comparison}: worst |mean err| in expectation " + ", ".join(
-                    f"{r.model} {r.worst_mean:.1%}" for _, r in t.iterrows()))
+                print(f"\n{'with a neighbour' if noisy else 'quiet'}, from `uncoded-a`:\n\n" + worst_table(t))
     for noisy in (False, True):
         band = 0.08 if noisy else 0.05
         print(f"\n## {'with a neighbour' if noisy else 'quiet'} (mean band {band:.0%}, p95 band 10 %)\n")

@@ -58,8 +58,8 @@ def format_table(adv: Advice, top: int | None = None) -> str:
         text += [f"  {name}: {d}" for name, d in ap.drop_duplicates("scheme")[["scheme", "drops"]].itertuples(index=False)]
     shown = pd.concat([ex, ap])
     if adv.drift_sd is not None:
-        text.append(f"  slower/faster: the {adv.objective} with the workers' CPU work x{1 + adv.drift_sd:g} / "
-                    f"x{1 - adv.drift_sd:g} (workload.speed_drift sd {adv.drift_sd:g}), for the top {VERIFY_TOP} "
+        text.append(f"  slower/faster: the {adv.objective} with the workers' CPU work x{1 + adv.drift_sd:.3g} / "
+                    f"x{1 - adv.drift_sd:.3g} (workload.speed_drift sd {adv.drift_sd:.3g}), for the top {VERIFY_TOP} "
                     f"exact rows, uncoded and the best approximate row")
     if not shown["decode_checked"].all():
         text.append(f"  >=: a lower bound - the quorum's time, decodes not checked for refusals (a refused set waits "
