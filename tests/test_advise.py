@@ -218,9 +218,13 @@ def test_speed_drift_rows_are_the_scenario_at_the_drifted_speeds():
     assert adv.drift_sd == 0.8
     t = adv.table.set_index("label")
     filled = t[t["drift_slow_s"].notna()]
+    # one row per distinct timing among the top 3: gc-fr s=1 and cce-fr s=1 m=1 are one timing, drifted once
     exact = adv.table[adv.table["exact"]]
-    assert set(filled.index) == (set(exact["label"].head(3)) | {"uncoded"}
+    distinct = exact.drop_duplicates(["mean_s", "p95_s", "p99_s"])
+    assert len(distinct) < len(exact) and distinct["label"].iloc[0] == "gc-fr.s1.m1"
+    assert set(filled.index) == (set(distinct["label"].head(3)) | {"uncoded"}
                                  | {adv.table[~adv.table["exact"]]["label"].iloc[0]})
+    assert "cce-fr.s1.m1" not in filled.index
     for column, factor in (("drift_slow_s", 1.8), ("drift_fast_s", 0.2)):
         other = advise(scale_cpu_work(sc, factor), max_m=1).table.set_index("label")
         for label in filled.index:
@@ -244,3 +248,9 @@ def test_no_speed_drift_no_drift_rows(tmp_path):
     assert "slower" not in plain.verdict and "slower/faster" not in format_table(plain)
     assert "drift_slow_s" not in advice_markdown([plain], "gcsim advise x")
     assert "drift_slow_s" in advice_markdown([adv], "gcsim advise x")
+
+
+def test_speed_drift_says_nothing_with_one_exact_option():
+    # n = 1: uncoded is the only exact candidate; comparing it with itself would read "stays the same"
+    adv = advise(_drift_scenario(0.5, iterations=200), n=1)
+    assert adv.drift_sd == 0.5 and "slower or faster" not in adv.verdict

@@ -58,9 +58,10 @@ def format_table(adv: Advice, top: int | None = None) -> str:
         text += [f"  {name}: {d}" for name, d in ap.drop_duplicates("scheme")[["scheme", "drops"]].itertuples(index=False)]
     shown = pd.concat([ex, ap])
     if adv.drift_sd is not None:
-        text.append(f"  slower/faster: the {adv.objective} with the workers' CPU work x{1 + adv.drift_sd:.3g} / "
-                    f"x{1 - adv.drift_sd:.3g} (workload.speed_drift sd {adv.drift_sd:.3g}), for the top {VERIFY_TOP} "
-                    f"exact rows, uncoded and the best approximate row")
+        unc = t[t["scheme"] == "uncoded"].iloc[0]
+        text.append(f"  slower/faster: the {adv.objective} with the workers' CPU work {adv.drift_sd * 100:.3g} % higher / "
+                    f"lower (workload.speed_drift sd), for the top {VERIFY_TOP} distinct exact timings, uncoded "
+                    f"({unc['drift_slow_s']:.4g} / {unc['drift_fast_s']:.4g} s) and the best approximate row")
     if not shown["decode_checked"].all():
         text.append(f"  >=: a lower bound - the quorum's time, decodes not checked for refusals (a refused set waits "
                     f"for one more arrival); the top {VERIFY_TOP} exact rows are checked, --decode-check all checks "

@@ -33,11 +33,12 @@ Statistics per candidate (iteration times in seconds, ``I`` iterations):
 Speed drift (``workload.speed_drift``, sd a fraction): the CPU speed of the machine a pick is used on may
 lie a standard deviation or more from the speed ``workload.compute`` was measured at
 (:mod:`gcsim.sim.drift`), which moves a CPU-bound scheme's times 1:1 and a delay-bound one's hardly at
-all, so it can change which scheme is best. With a drift set, the top :data:`VERIFY_TOP` exact rows,
-uncoded and the best approximate row are simulated again with the workers' CPU work scaled by
+all, so it can change which scheme is best. With a drift set (sd > 0), the top :data:`VERIFY_TOP`
+distinct exact timings, uncoded and the best approximate row are simulated again with the workers' CPU work scaled by
 ``1 + sd`` and ``1 - sd`` (:func:`gcsim.sim.drift.scale_cpu_work`, the same seed: common random numbers),
 every decode checked; their objective there is ``drift_slow_s`` / ``drift_fast_s`` (NaN for other rows),
-and the verdict says whether the best exact choice among them stays the best at both speeds.
+and the verdict says whether the best exact choice among them stays the best at both speeds (rows
+further down are not simulated again; under an extreme drift, sd near 1, one of them can overtake).
 
 Ranking: by the objective; exact schemes and approximate ones (which drop or delay part of the
 gradient) are ranked separately.
@@ -268,11 +269,17 @@ def _evaluate(sc: Scenario, cands: list, objective: str, decode_check: str, skip
     return durations, checked, engine, note, len(classes)
 
 
+def _distinct(table: pd.DataFrame) -> pd.DataFrame:
+    """The exact rows of ``table`` in rank order, one per timing (equal mean, p95 and p99)."""
+    return table[table["exact"]].drop_duplicates(["mean_s", "p95_s", "p99_s"])
+
+
 def _drift_rows(table: pd.DataFrame) -> list[str]:
-    """Labels of the rows simulated again under speed drift (module docstring): the top
-    :data:`VERIFY_TOP` exact rows, uncoded and the best approximate row."""
-    exact, approx = table[table["exact"]], table[~table["exact"]]
-    labels = list(exact["label"].head(VERIFY_TOP)) + list(table.loc[table["scheme"] == "uncoded", "label"])
+    """Labels of the rows simulated again under speed drift (module docstring): the first exact row of
+    each of the top :data:`VERIFY_TOP` distinct timings (rows of one timing class, e.g. gc-fr s=1 and
+    cce-fr s=1 m=1, share every statistic and would drift alike), uncoded and the best approximate row."""
+    approx = table[~table["exact"]]
+    labels = list(_distinct(table)["label"].head(VERIFY_TOP)) + list(table.loc[table["scheme"] == "uncoded", "label"])
     labels += list(approx["label"].head(1))
     return list(dict.fromkeys(labels))
 
@@ -293,8 +300,11 @@ def _drifted(sc: Scenario, cands: list, table: pd.DataFrame, objective: str, sd:
 
 def _drift_verdict(table: pd.DataFrame, objective: str, sd: float) -> str:
     """One sentence: whether the best exact choice stays the best among the drifted exact rows at a
-    machine ``sd`` slower and faster (module docstring), with its speedup over uncoded there."""
+    machine ``sd`` slower and faster (module docstring), with its speedup over uncoded there; ``""`` when
+    fewer than two exact options were drifted (nothing to choose between)."""
     t = table[table["exact"] & table["drift_slow_s"].notna()]
+    if len(t) < 2:
+        return ""
     unc = table[table["scheme"] == "uncoded"].iloc[0]
     best = table[table["exact"]].iloc[0]
 
@@ -314,7 +324,8 @@ def _drift_verdict(table: pd.DataFrame, objective: str, sd: float) -> str:
             parts.append(f"{how}: {name(top)} instead ({top[column]:.4g} s{gain}; {name(best)} {best[column]:.4g} s)")
     stays = all(p.split(": ", 1)[1].startswith("still") for p in parts)
     head = (f"On a machine {sd * 100:.3g} % slower or faster (workload.speed_drift sd, one standard deviation), the "
-            f"best of the top {VERIFY_TOP} exact rows and uncoded by the {objective} ")
+            f"best of the top {min(VERIFY_TOP, len(_distinct(table)))} distinct exact options and uncoded by the "
+            f"{objective} ")
     return head + ("stays the same (" if stays else "changes (") + "; ".join(parts) + ")."
 
 
@@ -437,7 +448,7 @@ def advise(scenario: Scenario, *, n: int | None = None, objective: str = "mean",
                    + (" - but the CIs overlap: not clearly better than uncoded at this many iterations" if overlap
                       else "") + ".")
     if drift_sd is not None:
-        verdict += " " + _drift_verdict(table, objective, drift_sd)
+        verdict = " ".join(v for v in (verdict, _drift_verdict(table, objective, drift_sd)) if v)
     approx = table[~table["exact"]]
     if len(approx) and approx.iloc[0][col] < best[col]:
         a = approx.iloc[0]

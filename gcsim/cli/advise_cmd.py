@@ -49,7 +49,10 @@ def command(ctx, scenario, n_list, objective, max_s, max_m, iterations, seed, to
     communication load, predicted mean and p95 with 95% CIs and the speedup over uncoded. Exact
     schemes are ranked; approximate ones apart, with what they drop. Writes advice.csv, advice.md,
     advice_n<N>.png, config.yaml, meta.json. With --iterations-to-target, candidates of the named
-    schemes are also ranked by predicted time to target (time_to_target.csv).
+    schemes are also ranked by predicted time to target (time_to_target.csv). With
+    workload.speed_drift in SCENARIO (sd > 0; `gcsim calibrate` writes one), the top 3 distinct exact
+    timings, uncoded and the best approximate row are simulated again on a machine sd slower and
+    faster (the slower/faster column), and the verdict says whether the best choice changes.
     """
     from gcsim.advise.output import format_table, not_searched_text, write_advice
     from gcsim.advise.target import format_time_to_target, parse_iterations_to_target, time_to_target
