@@ -21,7 +21,7 @@ from gcsim.schemes.cce_cr import (ADJACENT_POINTS, Decoder, cce_coefficients, de
                                    guard_sets, worst_decode)
 from gcsim.schemes.cce_fr import CceFr, worst_minor
 from gcsim.schemes.gc_cr import GcCr
-from gcsim.schemes.patterns import contiguous_sets, near_contiguous_sets, straggler_sets
+from gcsim.schemes.patterns import contiguous_sets, count_straggler_sets, near_contiguous_sets, straggler_sets
 from gcsim.schemes.pgc_cr import PgcCr
 from gcsim.schemes.pgc_fr import PgcFr
 from gcsim.schemes.verify import verify_scheme
@@ -52,6 +52,25 @@ def test_structured_patterns_are_blocks_and_near_blocks_at_every_shift():
     first_random = kinds.index("random")
     assert kinds.count("contiguous") == 10 and kinds.count("random") == 4
     assert set(kinds[:first_random]) == {"contiguous", "near-contiguous"}  # structured ones first
+
+
+@pytest.mark.parametrize("exhaustive_max", [1, 20, 10**6])
+def test_pattern_count_equals_the_sets_yielded_without_building_them(exhaustive_max):
+    for n in range(1, 15):
+        for t in range(n + 1):
+            got = count_straggler_sets(n, t, 3, exhaustive_max)
+            want = sum(1 for _ in straggler_sets(n, t, 3, np.random.default_rng(0), exhaustive_max))
+            assert got == want, (n, t)
+    # the closed form at a size nobody enumerates: 2000 blocks, 2000 x 9 one-hole, 2000 x 45 two-hole
+    assert count_straggler_sets(2000, 10, 7, 1000) == 2000 + 2000 * 9 + 2000 * 45 + 7
+    with pytest.raises(ValueError, match="t: expected 0 <= t <= n=4, got 5"):
+        count_straggler_sets(4, 5, 0, 1)
+
+
+def test_verify_tries_as_many_patterns_as_counted_up_front():
+    r = verify_scheme(make_scheme("gc-cr", n=12, s=3), max_patterns=50, samples=5)
+    assert r.passed and r.sampled_sizes == [2, 3]
+    assert r.patterns_tried == sum(count_straggler_sets(12, t, 5, 50) for t in range(4))
 
 
 # ----------------------------------------------------------------------------- cce-fr

@@ -81,6 +81,34 @@ def straggler_sets(n: int, t: int, samples: int, rng: np.random.Generator,
         yield "random", tuple(sorted(int(x) for x in rng.choice(n, size=t, replace=False)))
 
 
+def count_straggler_sets(n: int, t: int, samples: int, exhaustive_max: int) -> int:
+    """How many sets :func:`straggler_sets` yields for size ``t`` (duplicates among the random ones
+    counted), without building them.
+
+    ``C(n, t)`` while that is at most ``exhaustive_max``. Else ``n`` blocks (one when ``t`` is 0 or
+    ``n``), ``n (t - 1)`` one-hole and ``n C(t, 2)`` two-hole near-contiguous sets, then ``samples``:
+    for ``n >= t + 5`` the gap outside a window (``n - t - h >= 3`` workers) is longer than any hole
+    (at most 2), so a set fixes its window and hole positions and no two (shift, holes) pairs give
+    the same set. Smaller ``n`` is counted by building the sets.
+
+    Raises:
+        ValueError: ``t`` outside ``0..n`` or ``samples < 0``.
+    """
+    import math
+
+    if not 0 <= t <= n:
+        raise ValueError(f"t: expected 0 <= t <= n={n}, got {t}")
+    if samples < 0:
+        raise ValueError(f"samples: expected >= 0, got {samples}")
+    if math.comb(n, t) <= exhaustive_max:
+        return math.comb(n, t)
+    if n >= t + 5:
+        structured = n + (n * (t - 1) + n * math.comb(t, 2) if t >= 2 else 0)
+    else:
+        structured = len(contiguous_sets(n, t)) + len(near_contiguous_sets(n, t))
+    return structured + samples
+
+
 def count_kinds(kinds) -> dict[str, int]:
     """``{kind: count}`` over :data:`PATTERN_KINDS` (zeros included) from an iterable of kinds."""
     out = dict.fromkeys(PATTERN_KINDS, 0)

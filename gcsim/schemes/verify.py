@@ -31,7 +31,7 @@ import numpy as np
 
 from gcsim.errors import SchemeError
 from gcsim.schemes.base import Scheme
-from gcsim.schemes.patterns import PATTERN_KINDS, straggler_sets
+from gcsim.schemes.patterns import PATTERN_KINDS, count_straggler_sets, straggler_sets
 
 
 @dataclass
@@ -173,8 +173,9 @@ def _verify_scheme(scheme: Scheme, max_patterns: int, samples: int, seed: int, t
 
     from tqdm import tqdm
 
+    total = sum(count_straggler_sets(n, t, samples, max_patterns) for t in range(s + 1))
     patterns = tqdm(straggler_patterns(n, s, max_patterns, samples, rng, res), desc=f"checking {scheme.name}",
-                    unit="pattern", disable=not progress, mininterval=0.5, dynamic_ncols=True)
+                    total=total, unit="pattern", disable=not progress, mininterval=0.5, dynamic_ncols=True)
     for idx, pattern in enumerate(patterns):
         res.patterns_tried += 1
         t = idx % period
