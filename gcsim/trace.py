@@ -2,7 +2,7 @@
 
 A run directory holds:
 
-* ``meta.json`` – ``{"trace_format_version": 2, "executor": "sim"|"real", "created_utc": ...}``
+* ``meta.json`` – ``{"trace_format_version": 4, "executor": "sim"|"real", "created_utc": ...}``
   plus executor-specific fields; written last, so a directory without it is half-written;
 * ``config.yaml`` – the resolved configuration (scenario with every default filled in);
 * ``iterations.csv`` – one row per (scheme, iteration): :data:`ITERATION_COLUMNS`;
@@ -25,12 +25,12 @@ import pandas as pd
 from gcsim.errors import RunDirError
 from gcsim.rundir import atomic_write_text, make_public  # noqa: F401  (re-exported: older imports)
 
-TRACE_FORMAT_VERSION = 3
+TRACE_FORMAT_VERSION = 4
 
 #: Versions :func:`read_meta` accepts. Version 1 lacks :data:`CPU_COLUMNS`, versions 1 and 2 lack
-#: :data:`OTHER_CPU_COLUMNS`; :func:`read_table` fills them with NaN there (not measured: calibration
-#: then infers CPU from wall time, or assumes no other load).
-READABLE_TRACE_FORMAT_VERSIONS = (1, 2, 3)
+#: :data:`OTHER_CPU_COLUMNS`, versions 1-3 lack :data:`BETWEEN_CALLS_COLUMNS`; :func:`read_table` fills
+#: them with NaN there (not measured: calibration then infers CPU from wall time, or assumes no other load).
+READABLE_TRACE_FORMAT_VERSIONS = (1, 2, 3, 4)
 
 #: iterations.csv – instants in seconds from run start; ``decodable_s`` is when the arrived set first
 #: became decodable; ``end_s`` adds the master's decode/update time; ``duration_s = end_s - start_s``.
@@ -56,9 +56,17 @@ ITERATION_COLUMNS = [
 #: result serialisation, bookkeeping – counts for the call that follows it; the simulator: the CPU work
 #: it drew, partitions + ``workload.call_overhead``); ``compute_cpu_s`` (version 2): the part of
 #: ``cpu_s`` spent inside the partitions' window. NaN when not observed (dead, cancelled without history).
+#: ``between_calls_cpu_s`` (version 4): the part of ``cpu_s`` the worker process used between the end of
+#: its previous call and the start of this one (Ray's work between calls: the previous reply's
+#: serialisation, this call's argument deserialisation, its threads while idle; a real worker's
+#: ``cpu_before``, :mod:`gcsim.real.worker`), so ``cpu_s - compute_cpu_s - between_calls_cpu_s`` is the CPU
+#: of the call itself outside its partitions (the delay's sleep, loading the weights, encoding). NaN
+#: where not measured apart: the simulator (its ``workload.call_overhead`` is one job), the all-reduce
+#: executor, older traces (finding 37 of docs/validation/README.md).
 WORKER_COLUMNS = [
     "scheme", "iteration", "worker", "n_partitions", "dispatch_s", "compute_start_s", "compute_s",
     "delay_s", "slowdown", "send_s", "arrival_s", "used", "status", "cpu_s", "compute_cpu_s",
+    "between_calls_cpu_s",
 ]
 
 #: Worker columns added in trace format version 2 (NaN-filled when reading version 1).
@@ -66,6 +74,9 @@ CPU_COLUMNS = ["cpu_s", "compute_cpu_s"]
 
 #: Iteration columns added in trace format version 3 (NaN-filled when reading versions 1 and 2).
 OTHER_CPU_COLUMNS = ["other_cpu_wait_s", "other_cpu_finish_s"]
+
+#: Worker columns added in trace format version 4 (NaN-filled when reading versions 1-3).
+BETWEEN_CALLS_COLUMNS = ["between_calls_cpu_s"]
 
 #: summary.csv – one row per scheme. ``refusals``: iterations in which the scheme refused to decode an
 #: arrived set it could solve for but not exactly enough in the payload precision, so the master waited
@@ -174,8 +185,8 @@ def read_meta(run_dir: Path) -> dict:
 def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
     """Read ``<run_dir>/<name>`` and check it has ``columns``. Raises RunDirError naming the file.
 
-    :data:`CPU_COLUMNS`, :data:`OTHER_CPU_COLUMNS` and summary's ``refusals`` / ``dead_workers`` absent (older traces)
-    are added as NaN rather than refused."""
+    :data:`CPU_COLUMNS`, :data:`OTHER_CPU_COLUMNS`, :data:`BETWEEN_CALLS_COLUMNS` and summary's ``refusals`` /
+    ``dead_workers`` absent (older traces) are added as NaN rather than refused."""
     p = Path(run_dir) / name
     if not p.is_file():
         raise RunDirError(f"{p}: missing")
@@ -183,7 +194,7 @@ def read_table(run_dir: Path, name: str, columns: list[str]) -> pd.DataFrame:
         df = pd.read_csv(p)
     except Exception as e:  # pandas raises several types for malformed CSV
         raise RunDirError(f"{p}: unreadable CSV ({type(e).__name__}: {e})") from None
-    for c in CPU_COLUMNS + OTHER_CPU_COLUMNS + ["refusals", "dead_workers"]:
+    for c in CPU_COLUMNS + OTHER_CPU_COLUMNS + BETWEEN_CALLS_COLUMNS + ["refusals", "dead_workers"]:
         if c in columns and c not in df.columns:
             df[c] = np.nan
     missing = [c for c in columns if c not in df.columns]

@@ -97,7 +97,7 @@ def _break_missing_meta(d):
 
 def _break_version(d):
     meta = json.loads((d / "meta.json").read_text())
-    meta["trace_format_version"] = 4
+    meta["trace_format_version"] = 5
     (d / "meta.json").write_text(json.dumps(meta))
 
 
@@ -125,7 +125,7 @@ def _break_config(d):
 
 @pytest.mark.parametrize("breaker, expected", [
     (_break_missing_meta, "meta.json: missing"),
-    (_break_version, "meta.json: trace_format_version: expected one of [1, 2, 3], got 4"),
+    (_break_version, "meta.json: trace_format_version: expected one of [1, 2, 3, 4], got 5"),
     (_break_missing_csv, "iterations.csv: missing"),
     (_break_truncated_csv, "iterations.csv: column "),
     (_break_columns, "workers.csv: missing columns ['arrival_s']"),

@@ -91,6 +91,9 @@ def test_k_workers_share_a_process_decode_exactly_and_cancel(data):
         arrived = wk[wk.status == "arrived"]
         assert set(arrived.index.get_level_values("worker")) == set(range(N))
         assert (arrived.compute_cpu_s > 0).all() and (arrived.cpu_s >= arrived.compute_cpu_s).all()
+        between = arrived.between_calls_cpu_s  # the thread's own CPU between calls (trace version 4)
+        assert np.isfinite(between).all() and (between >= 0).all()
+        assert (between <= arrived.cpu_s - arrived.compute_cpu_s + 1e-9).all()
         probe = pool.probe(reps=1, timeout_s=DRAIN_S)
         assert probe["workers"] == N and all(v > 0 for v in probe["per_worker_median_cpu_s"])
     finally:

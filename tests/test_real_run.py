@@ -84,6 +84,10 @@ def test_run_writes_the_trace_format(env):
     assert (arr.arrival_s >= arr.send_s - 1e-3).all()
     # the workers' own CPU clock: partitions took CPU, the call as a whole at least as much
     assert (arr.compute_cpu_s > 0).all() and (arr.cpu_s >= arr.compute_cpu_s).all()
+    # Ray's work between calls is measured apart (trace version 4), a part of the call's non-partition CPU
+    between = arr.between_calls_cpu_s
+    assert np.isfinite(between).all() and (between >= 0).all()
+    assert (between <= arr.cpu_s - arr.compute_cpu_s + 1e-9).all() and (between > 0).any()
     assert (wk[wk.used].status == "arrived").all()
     assert it.set_index("iteration").n_used.equals(wk[wk.used].groupby("iteration").size())
     assert (it.decodable_s >= it.start_s).all() and (it.end_s >= it.decodable_s).all()

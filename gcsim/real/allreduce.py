@@ -206,7 +206,7 @@ def trace_tables(records: list[dict], t0: float, label: str = ALLREDUCE,
                             "compute_s": float(r["compute_s"]), "delay_s": float(r["delay_s"]),
                             "slowdown": float(r["slowdown"]), "send_s": r["send"] - t0, "arrival_s": r["arrival"] - t0,
                             "used": True, "status": "arrived", "cpu_s": float(r["cpu_s"]),
-                            "compute_cpu_s": float(r["compute_cpu_s"])})
+                            "compute_cpu_s": float(r["compute_cpu_s"]), "between_calls_cpu_s": np.nan})
             st_rows.append({"iteration": it, "worker": int(r["worker"]), "begin_s": r["begin"] - t0,
                             "allreduce_s": r["arrival"] - r["send"], "end_s": r["end"] - t0,
                             "duration_s": r["end"] - r["begin"]})

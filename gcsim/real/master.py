@@ -488,6 +488,7 @@ class ParameterServer:
         row["send_s"] = meta["send"] - self.t0
         row["cpu_s"] = float(meta.get("cpu_s", np.nan))
         row["compute_cpu_s"] = float(meta.get("compute_cpu_s", np.nan))
+        row["between_calls_cpu_s"] = float(meta.get("between_calls_cpu_s", np.nan))
 
     def _from_history(self, worker: int, meta: dict) -> None:
         """Fill start/compute of earlier calls whose replies never came (cancelled) from the history."""
@@ -498,6 +499,7 @@ class ParameterServer:
                 row["compute_s"] = prev["compute_s"]
                 row["cpu_s"] = float(prev.get("cpu_s", np.nan))
                 row["compute_cpu_s"] = float(prev.get("compute_cpu_s", np.nan))
+                row["between_calls_cpu_s"] = float(prev.get("between_calls_cpu_s", np.nan))
 
     def _harvest(self, refs: list, t_obs: float, current: int) -> list[tuple[float, _Pending, dict]]:
         """Read ready replies; update rows of earlier iterations; return current ones (with send time)."""
@@ -559,7 +561,7 @@ class ParameterServer:
                    "dispatch_s": np.nan, "compute_start_s": np.nan, "compute_s": np.nan,
                    "delay_s": float(draw.delay_s[w]), "slowdown": float(draw.slowdown[w]),
                    "send_s": np.nan, "arrival_s": np.nan, "used": False, "status": "dead",
-                   "cpu_s": np.nan, "compute_cpu_s": np.nan}
+                   "cpu_s": np.nan, "compute_cpu_s": np.nan, "between_calls_cpu_s": np.nan}
             rows[w] = row
             if w in self.dead:
                 continue

@@ -238,7 +238,8 @@ class GradientWorker:
             slowdown: factor on compute time (applied as ``max(1, slowdown)``).
         Returns:
             ``(meta, payloads)``: ``meta`` = ``{"worker", "iteration", "compute_start", "compute_s",
-            "delay_done_s", "cpu_s", "compute_cpu_s" (CPU-seconds, module docstring), "send", "losses": {partition: mean loss}, "history": [past call states],
+            "delay_done_s", "cpu_s", "compute_cpu_s", "between_calls_cpu_s" (CPU-seconds, module docstring: the
+            part of ``cpu_s`` from the previous call's send to this call's start), "send", "losses": {partition: mean loss}, "history": [past call states],
             "computed_at": {held partition: iteration its gradient in ``latest`` was computed, -1 never}}``;
             ``payloads`` = list of ``(message_id, array (ceil(l/m),))`` of ``payload_dtype``.
             A cancelled call returns ``(None, None)`` (Ray reports it as cancelled).
@@ -251,7 +252,7 @@ class GradientWorker:
         t0 = time.perf_counter()
         cpu_before = self._cpu_since_mark(cpu0)  # Ray's work since the previous call's send
         state = {"iteration": int(iteration), "compute_start": compute_start, "compute_s": 0.0, "delay_done_s": 0.0,
-                 "cpu_s": float("nan"), "compute_cpu_s": 0.0}
+                 "cpu_s": float("nan"), "compute_cpu_s": 0.0, "between_calls_cpu_s": float(cpu_before)}
         cancelled = self._sleep(delay_s)
         state["delay_done_s"] = time.perf_counter() - t0
         losses: dict[int, float] = {}

@@ -422,7 +422,7 @@ class _Recorder:
             "delay_s": block.delay_s.ravel(), "slowdown": block.slowdown.ravel(),
             "send_s": self.send_s.ravel(), "arrival_s": self.arr_s.ravel(), "used": self.used_w.ravel(),
             "status": _STATUS[status.ravel()], "cpu_s": (self.cpu_part_s + self.cpu_call_s).ravel(),
-            "compute_cpu_s": self.cpu_part_s.ravel(),
+            "compute_cpu_s": self.cpu_part_s.ravel(), "between_calls_cpu_s": np.nan,
         }, WORKER_COLUMNS, "workers.csv")
         it_df.attrs["refusals"] = self.refused
         return it_df, w_df

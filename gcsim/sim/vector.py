@@ -495,6 +495,7 @@ class _SchemeRun:
             "compute_s": comp.ravel(), "delay_s": block.delay_s[rows].ravel(), "slowdown": block.slowdown[rows].ravel(),
             "send_s": send_w.ravel(), "arrival_s": arr_w.ravel(), "used": used_w.ravel(),
             "status": _STATUS[status.ravel()], "cpu_s": comp.ravel(), "compute_cpu_s": comp.ravel(),
+            "between_calls_cpu_s": np.nan,
         }, WORKER_COLUMNS, "workers.csv"))
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
