@@ -4,7 +4,7 @@
 # Each pass's protocol.md / protocol.csv / protocol_summary.csv is replaced; line 3 of protocol.md says
 # when and why it was recomputed.  Usage, from the repository root:
 #     docs/validation/recompute_protocols.sh "<why: which change of the code>"
-# About 45-150 s of CPU per pass on a 2-vCPU VM (44 passes, ~70 min). Do not run it beside real runs or timed tests.
+# About 45-150 s of CPU per pass on a 2-vCPU VM (47 passes, ~75 min). Do not run it beside real runs or timed tests.
 # SHARD=k/N recomputes only the passes whose index in the list is k modulo N (two halves on two cores:
 # SHARD=0/2 ... & SHARD=1/2 ...).
 set -euo pipefail
@@ -57,6 +57,9 @@ passes=(
   "$D/protocol-seed13-2026-12-06/noisy_real_default|$D/protocol-seed13-2026-12-06/scenarios/real_default.yaml|$D/protocol-seed13-2026-12-06/runs-noisy|--noisy-neighbour --neighbour-session other"
   "$D/protocol-seed13-2026-12-06/real_default|$D/protocol-seed13-2026-12-06/scenarios/real_default.yaml|$D/protocol-seed13-2026-12-06/runs|"
   "$D/protocol-seed13-2026-12-06/real_expon|$D/protocol-seed13-2026-12-06/scenarios/real_expon.yaml|$D/protocol-seed13-2026-12-06/runs|"
+  "$D/protocol-seed14-2026-12-06/noisy_real_expon|$D/protocol-seed14-2026-12-06/scenarios/real_expon.yaml|$D/protocol-seed14-2026-12-06/runs-noisy|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-seed14-2026-12-06/noisy_real_default|$D/protocol-seed14-2026-12-06/scenarios/real_default.yaml|$D/protocol-seed14-2026-12-06/runs-noisy|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-seed14-2026-12-06/real_expon|$D/protocol-seed14-2026-12-06/scenarios/real_expon.yaml|$D/protocol-seed14-2026-12-06/runs|"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
