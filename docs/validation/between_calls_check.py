@@ -16,7 +16,7 @@ and speed (``gcsim compare --mode paired --load-from target --speed-from target`
     .venv/bin/python docs/validation/between_calls_check.py      # ~30 s; between_calls_check.txt
 """
 
-import dataclasses
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +24,11 @@ import pandas as pd
 
 import gcsim.compare.calibrate as calibrate
 from gcsim.compare.estimators import measured_cpu
-from gcsim.compare.pipeline import CompareOptions, compare_runs
-from gcsim.compare.rundir import read_run_dir
 
-ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead_placement import EXACT, ROOT, WARMUP, errors  # noqa: E402  (the same replay, finding 37)
+
 PASSES = ["protocol-seed14-2026-12-06"]
-WARMUP = 10
-EXACT = ["gc-fr", "gc-cr", "gc-mds", "cce-fr", "cce-cr"]
 _BETWEEN: list = []  # between_calls_cpu_s of the rows measured_cpu saw
 _PER_CALL = calibrate._Samples.per_call_cpu
 
@@ -51,21 +49,6 @@ def between_steady(self, notes):
     between = np.concatenate(_BETWEEN)
     dur = np.concatenate([it["duration_s"].to_numpy(float) for it in self.background_its])
     return over, idle_rate + float(np.mean(between) / np.nanmean(dur))
-
-
-def errors(root: Path) -> dict[str, float]:
-    """``{target: 100 × (simulated / measured mean − 1)}`` for the exact targets of one model-pass."""
-    source = read_run_dir(root / "uncoded-a")
-    targets = [read_run_dir(p) for p in sorted(root.iterdir()) if p.name in EXACT]
-    opts = dataclasses.replace(CompareOptions(), mode="paired", cpu_source="measured", load_from="target",
-                               speed_from="target", replications=1)
-    out = {}
-    for it in compare_runs([(r, list(r.schemes)) for r in targets], calibrate_from=[source], options=opts).items:
-        o, s = it.observed_iterations, it.simulated_iterations
-        obs = o.loc[o["iteration"] >= WARMUP, "duration_s"].mean()
-        sim = s.loc[(s["iteration"] >= WARMUP) & (s["replication"] == 0), "duration_s"].mean()
-        out[it.run.label] = 100 * (sim / obs - 1)
-    return out
 
 
 def split_table(root: Path) -> None:
