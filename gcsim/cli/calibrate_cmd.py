@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from gcsim.cli.options import IntOption, command_line, model_option
+from gcsim.compare.calibrate import BETWEEN_CALLS
 from gcsim.compare.pipeline import DEFAULT_WARMUP
 from gcsim.compare.scenario_file import write_calibrated_scenario
 from gcsim.compare.steady import CALIBRATION_WINDOWS
@@ -22,8 +23,13 @@ from gcsim.compare.steady import CALIBRATION_WINDOWS
               help="steady = calibrate on the run's steady part, leaving out blocks of iterations during which "
                    "another load came and went (the file's comments say which); all = every iteration after "
                    "the warm-up.")
+@model_option("--between-calls-cpu", model=write_calibrated_scenario, field="between_calls_cpu", choices=BETWEEN_CALLS,
+              help="With the workers' CPU clocks: Ray's CPU between a worker's calls (workers.csv "
+                   "between_calls_cpu_s, trace format 4): in-lags = its time is in the measured dispatch and "
+                   "transfer lags already, only the call's own CPU goes into workload.call_overhead; on-path = "
+                   "all of cpu_s - compute_cpu_s (older traces get it either way).")
 @click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
-def command(run_dirs, out_path, warmup, calibration_window, force):
+def command(run_dirs, out_path, warmup, calibration_window, between_calls_cpu, force):
     """Write a scenario calibrated from one run (real or simulated, any scheme), or from several
     runs with the same n pooled (e.g. one scheme run before and after other work, so that a drift of
     the machine between them averages out; the first run supplies what is copied).
@@ -49,6 +55,7 @@ def command(run_dirs, out_path, warmup, calibration_window, force):
     cmd = command_line(click.get_current_context(), "calibrate", [str(p) for p in run_dirs])
     path, side = write_calibrated_scenario(runs, out_path, command=cmd, warmup=warmup, force=force,
                                            calibration_window=calibration_window,
+                                           between_calls_cpu=between_calls_cpu,
                                            on_note=lambda note: click.echo(f"note: {note}", err=True))
     for warning in pooled_differences(runs):
         click.echo(f"warning: {warning}", err=True)

@@ -77,6 +77,11 @@ _CHOICE_HELP = {
                  "keeps them: it reproduces the spread of the workers' wall time per CPU second, findings "
                  "23-24); per-core or processor-sharing (every computing worker at the same rate) = that "
                  "model, whatever the calibration run.",
+    "between_calls_cpu": f"{_WITH_MEASURED}: Ray's CPU between a worker's calls (serialising its reply, "
+                         "deserialising the next call; workers.csv between_calls_cpu_s, trace format 4): in-lags = "
+                         "its time is in the measured dispatch and transfer lags already, only the call's own CPU "
+                         "is simulated after the partitions; on-path = all of cpu_s - compute_cpu_s after the "
+                         "partitions (the model before format 4; older traces get it either way).",
 }
 
 
@@ -131,7 +136,7 @@ def _choice_options(command):
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr [default: if a terminal].")
 def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band, p95_band, mode, cpu_source,
             load_from, speed_from, background, calibration_window, speed_drift, control_variate, speed_variation,
-            scheduler, n_resamples, seed, out_dir, progress):
+            scheduler, between_calls_cpu, n_resamples, seed, out_dir, progress):
     """Simulate each measured run and report how well prediction matches reality.
 
     \b
@@ -164,7 +169,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
                              load_from=load_from, speed_from=speed_from, background=background,
                              speed_drift=_speed_drift(speed_drift), calibration_window=calibration_window,
                              control_variate=control_variate, speed_variation=speed_variation,
-                             scheduler=scheduler)
+                             scheduler=scheduler, between_calls_cpu=between_calls_cpu)
     ctx = click.get_current_context()
     if cpu_source != "measured":  # options that act on the measured CPU only: refused, not silently ignored
         # (after CompareOptions, which checks every value first)
@@ -173,6 +178,7 @@ def command(run_dirs, runs_root, calibrate_from, replications, warmup, mean_band
         defaults = CompareOptions()
         for flag, field, value in (("--background", "background", background), ("--load-from", "load_from", load_from),
                                    ("--speed-from", "speed_from", speed_from),
+                                   ("--between-calls-cpu", "between_calls_cpu", between_calls_cpu),
                                    ("--speed-drift", "speed_drift", speed_drift)):
             harmless = {str(getattr(defaults, field))} | ({"none"} if field == "speed_drift" else set())
             if ctx.get_parameter_source(field) == click.core.ParameterSource.COMMANDLINE and str(value) not in harmless:

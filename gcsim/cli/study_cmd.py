@@ -10,6 +10,7 @@ import click
 import pandas as pd
 
 from gcsim.cli.options import IntOption, command_line, field_default, model_option
+from gcsim.compare.calibrate import BETWEEN_CALLS
 from gcsim.compare.pipeline import DEFAULT_WARMUP, CompareOptions
 from gcsim.real.config import DEFAULT_SCENARIO_NAME, RealConfig
 from gcsim.signals import interrupted_exit_status
@@ -108,9 +109,13 @@ def _resolved_short(r) -> str:
               help="With --noisy-neighbour: start the busy loop in this session (served before the niced "
                    "workers) or in a session of its own, like another terminal's job (with the kernel's "
                    "autogroup scheduling it then shares the CPU fairly with the whole run).")
+@model_option("--between-calls-cpu", model=ProtocolOptions, field="between_calls_cpu", choices=BETWEEN_CALLS,
+              help="With --protocol: the model of Ray's CPU between a worker's calls in every comparison (see "
+                   "gcsim compare --help).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars on stderr [if a terminal].")
 def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address, batch_size, eval_every,
-            max_train_samples, replications, mode, warmup, protocol, noisy_neighbour, neighbour_session, progress):
+            max_train_samples, replications, mode, warmup, protocol, noisy_neighbour, neighbour_session,
+            between_calls_cpu, progress):
     """``gcsim study``; its help is :data:`_HELP`."""
     from gcsim.study import StudyOptions, run_study
 
@@ -121,7 +126,13 @@ def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address
         raise ConfigError("--neighbour-session", "only with --noisy-neighbour", neighbour_session)
     if protocol is not None:
         return _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, eval_every,
-                         max_train_samples, replications, warmup, noisy_neighbour, neighbour_session, progress)
+                         max_train_samples, replications, warmup, noisy_neighbour, neighbour_session,
+                         between_calls_cpu, progress)
+    if ctx.get_parameter_source("between_calls_cpu") == click.core.ParameterSource.COMMANDLINE:
+        from gcsim.errors import ConfigError
+
+        raise ConfigError("--between-calls-cpu", "only with --protocol cross-scheme (a plain study calibrates each "
+                          "run on itself from wall time)", between_calls_cpu)
     if noisy_neighbour:
         from gcsim.errors import ConfigError
 
@@ -150,7 +161,7 @@ def command(scenario, schemes, iterations, out_dir, runs_root, data_dir, address
 
 
 def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, eval_every, max_train_samples,
-              replications, warmup, noisy_neighbour, neighbour_session, progress) -> int:
+              replications, warmup, noisy_neighbour, neighbour_session, between_calls_cpu, progress) -> int:
     """``gcsim study --protocol cross-scheme`` (:mod:`gcsim.study.protocol`)."""
     from gcsim.study.protocol import ProtocolOptions, run_protocol
 
@@ -161,7 +172,8 @@ def _protocol(ctx, scenario, schemes, iterations, out_dir, runs_root, data_dir, 
         out_dir=field_default(ProtocolOptions, "out_dir") if out_dir == defaults["out_dir"] else Path(out_dir),
         runs_root=field_default(ProtocolOptions, "runs_root") if runs_root == defaults["runs_root"] else Path(runs_root),
         data_dir=data_dir, max_train_samples=max_train_samples, eval_every=eval_every, replications=replications,
-        warmup=warmup, progress=sys.stderr.isatty() if progress is None else progress)
+        warmup=warmup, between_calls_cpu=between_calls_cpu,
+        progress=sys.stderr.isatty() if progress is None else progress)
     result = run_protocol(options, command=_command_line(ctx), log=click.echo)
     if result.status == "interrupted":
         click.echo("gcsim study: interrupted; run the same command again to resume", err=True)

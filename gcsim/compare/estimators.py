@@ -139,6 +139,23 @@ def measured_cpu(workers: pd.DataFrame, partitions_s: np.ndarray, overhead_s: np
     return parts, over
 
 
+def between_calls_cpu(workers: pd.DataFrame) -> np.ndarray:
+    """Per worker row: the CPU-seconds its process used between the previous call's ``send_s`` and this
+    call's start (trace format 4 ``between_calls_cpu_s``: Ray serialising the previous reply and
+    deserialising this call's arguments, the worker's ``cpu_before`` in :mod:`gcsim.real.worker`), part
+    of its ``cpu_s - compute_cpu_s``.
+
+    Args:
+        workers: worker rows (``(k,)``).
+    Returns:
+        ``(k,)`` CPU-seconds, clipped at 0; NaN where not recorded (every row of a trace older than
+        format 4, of a simulated run or of an all-reduce run).
+    """
+    if "between_calls_cpu_s" not in workers:
+        return np.full(len(workers), np.nan)
+    return np.maximum(pd.to_numeric(workers["between_calls_cpu_s"], errors="coerce").to_numpy(float), 0.0)
+
+
 def dispatch_lags(workers: pd.DataFrame, iterations: pd.DataFrame, rows=None) -> np.ndarray:
     """Per worker-iteration dispatch seconds: ``compute_start_s - max(start_s, free_s)``, with
     ``start_s`` the iteration's start and ``free_s`` the end of the same worker's previous call
@@ -344,7 +361,8 @@ def background_cores(iterations: pd.DataFrame) -> tuple[float | None, float | No
     return float(b), fin, float(a)
 
 
-__all__ = ["BANDWIDTH_THRESHOLD_BYTES", "KM_POINTS", "TransferFit", "background_cores", "compute_distribution",
+__all__ = ["BANDWIDTH_THRESHOLD_BYTES", "KM_POINTS", "TransferFit", "background_cores", "between_calls_cpu",
+           "compute_distribution",
            "dispatch_lags", "finished_partition_cpu_s", "fit_transfer", "match_partition_spread", "measured_cpu", "per_partition_compute",
            "speed_block_medians", "split_idle_cpu", "worker_idle_s"]
 

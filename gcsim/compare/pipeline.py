@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 from tqdm import tqdm
 
-from gcsim.compare.calibrate import Calibration, calibrate
+from gcsim.compare.calibrate import BETWEEN_CALLS, DEFAULT_BETWEEN_CALLS, Calibration, calibrate
 from gcsim.compare.control_variate import (ControlVariateError, QuantileControlVariateError, control_variate_error,
                                           control_variate_quantile_error)
 from gcsim.compare.estimators import (DRIFT_BLOCK_ITERATIONS, DRIFT_MIN_BLOCKS, background_cores, speed_block_medians,
@@ -153,6 +153,10 @@ class CompareOptions:
             (default) – a simulated calibration run's own, ``per-core`` for a real one
             (:func:`gcsim.compare.run_facts.run_scheduler`); ``"per-core"`` / ``"processor-sharing"`` –
             that model whatever the run.
+        between_calls_cpu: with ``cpu_source="measured"``: Ray's CPU between calls (trace format 4),
+            ``"in-lags"`` – in the measured dispatch and transfer lags already, only the call's own CPU
+            on the path after the partitions; ``"on-path"`` – all of ``cpu_s - compute_cpu_s`` after
+            the partitions (:data:`gcsim.compare.calibrate.BETWEEN_CALLS`).
     Raises:
         ConfigError: naming the CLI option.
     """
@@ -173,6 +177,7 @@ class CompareOptions:
     control_variate: bool = True
     speed_variation: bool = True
     scheduler: Literal["auto", "per-core", "processor-sharing"] = "auto"
+    between_calls_cpu: Literal["in-lags", "on-path"] = DEFAULT_BETWEEN_CALLS
 
     def __post_init__(self):
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -196,6 +201,8 @@ class CompareOptions:
         check_window(self.calibration_window)
         if self.scheduler not in SCHEDULERS:
             raise ConfigError("--scheduler", f"one of {', '.join(SCHEDULERS)}", self.scheduler)
+        if self.between_calls_cpu not in BETWEEN_CALLS:
+            raise ConfigError("--between-calls-cpu", f"one of {', '.join(BETWEEN_CALLS)}", self.between_calls_cpu)
         sd = self.speed_drift
         if not (sd in ("auto", "none") or (isinstance(sd, (int, float)) and not isinstance(sd, bool)
                                            and 0 <= sd < 1)):
@@ -761,7 +768,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
         w_src = min(_warmup_for(src, s, options.warmup) for src in sources for s in src.schemes)
         sources, window_notes = calibration_runs(sources, options.calibration_window, w_src)
         shared = _with_scheduler(calibrate(sources, warmup=w_src, use_measured_cpu=options.cpu_source == "measured",
-                                           speed_variation=options.speed_variation), options)
+                                           speed_variation=options.speed_variation,
+                                           between_calls=options.between_calls_cpu), options)
         shared = _fit_background(sources, shared, options, w_src, simulate)
         shared = shared.with_window_notes(window_notes)
         calibrations["+".join(shared.source)] = shared
@@ -791,7 +799,8 @@ def compare_runs(targets: Sequence[tuple[RunDir, Sequence[str]]], *,
             if sources is None:
                 cal = _with_scheduler(calibrate(run, schemes={run.label: [sch]}, warmup=w,
                                                 use_measured_cpu=options.cpu_source == "measured",
-                                                speed_variation=options.speed_variation), options)
+                                                speed_variation=options.speed_variation,
+                                                between_calls=options.between_calls_cpu), options)
                 cal = _fit_background(run, cal, options, w, simulate, scheme=sch)
                 calibrations[f"{run.label}:{sch}"] = cal
             else:

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 import yaml
 
-from gcsim.compare.calibrate import Calibration, calibrate
+from gcsim.compare.calibrate import BETWEEN_CALLS, DEFAULT_BETWEEN_CALLS, Calibration, calibrate
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import scenario_data
@@ -69,7 +69,7 @@ def _uses_measured_cpu(run: RunDir) -> bool:
 
 def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, name: str | None = None,
                         schemes: list[dict] | None = None, background: str = "fitted",
-                        window: str = "steady",
+                        window: str = "steady", between_calls: str = DEFAULT_BETWEEN_CALLS,
                         on_note: Callable[[str], None] | None = None) -> tuple[dict, Calibration]:
     """Scenario data calibrated from ``run`` (every scheme of the run pooled) and the calibration.
 
@@ -87,6 +87,8 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
         window: ``"steady"`` (default): leave out the blocks of iterations during which another load came
             and went (:mod:`gcsim.compare.steady`; the calibration's notes say which); ``"all"``: every
             iteration after the warm-up.
+        between_calls: the model of Ray's CPU between calls, one of
+            :data:`gcsim.compare.calibrate.BETWEEN_CALLS` (with the workers' CPU clocks).
         on_note: called with each line saying what the steady window left out (also in the
             calibration's notes).
     Returns:
@@ -105,7 +107,7 @@ def calibrated_scenario(run: RunDir | Sequence[RunDir], *, warmup: int = 10, nam
 
     runs, window_notes = calibration_runs(runs, window, w)
     run = runs[0]
-    cal = calibrate(runs, warmup=w, use_measured_cpu=measured)
+    cal = calibrate(runs, warmup=w, use_measured_cpu=measured, between_calls=between_calls)
     cal = cal.with_window_notes(window_notes)
     for note in window_notes:
         if on_note is not None:
@@ -302,13 +304,15 @@ def _header(runs: list[RunDir], cal: Calibration, command: str, data: dict | Non
 
 def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *, command: str,
                               warmup: int | None = None, force: bool = False,
-                              calibration_window: str = "steady",
+                              calibration_window: str = "steady", between_calls_cpu: str = DEFAULT_BETWEEN_CALLS,
                               on_note: Callable[[str], None] | None = None) -> tuple[Path, list[Path]]:
     """Write the calibrated scenario YAML ``out`` and its empirical CSV files beside it.
 
     ``warmup``: iterations dropped at the start of every run; None – the comparator's default,
     :func:`gcsim.compare.pipeline.default_warmup` of the shortest (run, scheme).
     ``calibration_window``: ``"steady"`` or ``"all"`` (:func:`calibrated_scenario`'s ``window``).
+    ``between_calls_cpu``: the model of Ray's CPU between calls (:func:`calibrated_scenario`'s
+    ``between_calls``).
     ``on_note``: called with each line saying what the steady window left out (e.g. to print it; the
     file's comments hold it too).
 
@@ -319,7 +323,8 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
         ``(yaml_path, csv_paths)``.
     Raises:
         ConfigError: field ``--out`` when it exists (without ``force``), is a directory, or its folder
-            is missing or not writable.
+            is missing or not writable; field ``--between-calls-cpu`` not one of
+            :data:`gcsim.compare.calibrate.BETWEEN_CALLS`.
         RunDirError: the run lacks what calibration needs.
     """
     from gcsim.scenario import validate_scenario
@@ -348,7 +353,10 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
     from gcsim.compare.steady import check_window
 
     check_window(calibration_window)  # before anything is computed or written
-    data, cal = calibrated_scenario(run, warmup=warmup, window=calibration_window, on_note=on_note)
+    if between_calls_cpu not in BETWEEN_CALLS:
+        raise ConfigError("--between-calls-cpu", f"one of {', '.join(BETWEEN_CALLS)}", between_calls_cpu)
+    data, cal = calibrated_scenario(run, warmup=warmup, window=calibration_window, between_calls=between_calls_cpu,
+                                    on_note=on_note)
     side: dict[Path, str] = {}
     for path, tag in _EMPIRICAL_FIELDS:
         node = data

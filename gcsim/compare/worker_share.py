@@ -184,8 +184,8 @@ def fit_pooled_background(runs, calibration, *, warmup: int = 0, simulate: Calla
     else:  # each run's fit is capped at what other processes used in that run (not the pooled mean)
         from gcsim.compare.calibrate import calibrate
 
-        caps = [calibrate(r, schemes={r.label: [scheme or r.schemes[0]]}, warmup=warmup,
-                          use_measured_cpu=True).background_wait_cores for r in runs]
+        caps = [calibrate(r, schemes={r.label: [scheme or r.schemes[0]]}, warmup=warmup, use_measured_cpu=True,
+                          between_calls=calibration.between_calls).background_wait_cores for r in runs]
     fits = [fit_steady_background(r, scheme or r.schemes[0], calibration, warmup=warmup, simulate=simulate,
                                   cap_cores=cap) for r, cap in zip(runs, caps)]
     if len(fits) == 1:

@@ -62,6 +62,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from gcsim.compare.calibrate import BETWEEN_CALLS, DEFAULT_BETWEEN_CALLS
 from gcsim.errors import ConfigError
 
 #: default straggler models of the protocol (scenario files, relative to the repository's scenarios/)
@@ -91,6 +92,8 @@ class ProtocolOptions:
         out_dir, runs_root: outputs and run directories (``<runs_root>/<model>/<run>``).
         data_dir, max_train_samples, eval_every: passed to every real run.
         replications, warmup, seed: comparison settings.
+        between_calls_cpu: the model of Ray's CPU between calls in every comparison and in the
+            calibrated file (:data:`gcsim.compare.calibrate.BETWEEN_CALLS`).
         progress: tqdm bars.
     """
 
@@ -109,7 +112,12 @@ class ProtocolOptions:
     replications: int = 5
     warmup: int | None = None
     seed: int = 0
+    between_calls_cpu: str = DEFAULT_BETWEEN_CALLS
     progress: bool = False
+
+    def __post_init__(self):
+        if self.between_calls_cpu not in BETWEEN_CALLS:  # before any run, not after an hour of them
+            raise ConfigError("--between-calls-cpu", f"one of {', '.join(BETWEEN_CALLS)}", self.between_calls_cpu)
 
 
 @dataclass
@@ -309,6 +317,7 @@ def calibrated_file_rows(model: str, read: dict, options: ProtocolOptions, exact
     src = read[f"{calib}-a"]
     w_src = min(_warmup_for(src, s, options.warmup) for s in src.schemes)
     path, _ = write_calibrated_scenario(src, work_dir / f"{model}-{calib}.yaml", warmup=w_src, force=True,
+                                        between_calls_cpu=options.between_calls_cpu,
                                         command=f"gcsim calibrate {src.path} --out {model}-{calib}.yaml")
     base = yaml.safe_load(path.read_text())
     rows = []
@@ -383,6 +392,7 @@ def compare_protocol(model_runs: dict[str, dict[str, Path]], options: ProtocolOp
                 continue  # runs made before the CPU-speed probe existed
             targets = [(r, r.schemes) for label, r in read.items() if label not in source]
             opts = CompareOptions(replications=options.replications, warmup=options.warmup, seed=options.seed,
+                                  between_calls_cpu=options.between_calls_cpu,
                                   **fields)
             res = compare_runs(targets, calibrate_from=[read[label] for label in source], options=opts)
             tab = res.table()
@@ -710,7 +720,8 @@ def render_protocol_md(table: pd.DataFrame, summary: pd.DataFrame, *, command: s
         f"Command: `{command}`  ",
         f"Runs made on: {_runs_machine(run_dirs)}; noisy neighbour: "
         f"{_neighbour_text(options)}. "
-        f"Compared on: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs.",
+        f"Compared on: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs; Ray's CPU between "
+        f"calls: {options.between_calls_cpu} (`--between-calls-cpu`).",
         "",
         "Every comparison whose basis reads *out of sample* is a prediction: calibrated on another run (named "
         "in the comparison), with fresh straggler draws, scored on iterations the calibration never saw. "
