@@ -71,12 +71,13 @@ def window_plus_background(self, notes):
     return on, idle_rate + float(np.nanmean(over - on) / np.nanmean(dur))
 
 
-def errors(root: Path) -> dict[str, float]:
-    """``{target: 100 × (simulated / measured mean − 1)}`` for the exact targets of one model-pass."""
+def errors(root: Path, between_calls_cpu: str = "on-path") -> dict[str, float]:
+    """``{target: 100 × (simulated / measured mean − 1)}`` for the exact targets of one model-pass
+    (``between_calls_cpu``: ``gcsim compare --between-calls-cpu``; the passes here predate the column)."""
     source = read_run_dir(root / "uncoded-a")
     targets = [read_run_dir(p) for p in sorted(root.iterdir()) if p.name in EXACT]
     opts = dataclasses.replace(CompareOptions(), mode="paired", cpu_source="measured", load_from="target",
-                               speed_from="target", replications=1)
+                               speed_from="target", replications=1, between_calls_cpu=between_calls_cpu)
     out = {}
     for it in compare_runs([(r, list(r.schemes)) for r in targets], calibrate_from=[source], options=opts).items:
         o = it.observed_iterations
