@@ -1,5 +1,5 @@
 """Ray's CPU between a worker's calls (trace format 4 ``between_calls_cpu_s``): left to the measured
-dispatch and transfer lags (``in-lags``) or kept after the partitions (``on-path``), findings 37-38."""
+dispatch and transfer lags (``in-lags``) or kept after the partitions (``on-path``), findings 38-39."""
 
 import numpy as np
 import pandas as pd
@@ -56,9 +56,11 @@ def test_on_path_ignores_the_column_as_before_format_4(tmp_path):
     np.testing.assert_array_equal(on.overhead_values_s, old.overhead_values_s)
     assert on.idle_cores_per_worker == old.idle_cores_per_worker
     assert on.overhead_values_s.mean() > CALL_CPU_S + 0.002  # the between-call CPU is in it
-    assert not any("between calls" in n for n in on.notes)
+    assert any("kept in the per-call CPU after the partitions (--between-calls-cpu on-path)" in n for n in on.notes)
+    assert not any("left off" in n for n in on.notes)
     # asked for in-lags, the old trace says its calls keep their whole per-call CPU
-    assert any("have no between_calls_cpu_s (trace format < 4)" in n for n in old.notes)
+    assert any("have no between_calls_cpu_s (a trace before format 4" in n for n in old.notes)
+    assert on.describe()["between_calls_cpu"] == "on-path" and old.describe()["between_calls_cpu"] == "in-lags"
 
 
 def test_rows_without_the_column_keep_their_whole_per_call_cpu(tmp_path):
@@ -102,6 +104,16 @@ def test_gcsim_calibrate_writes_the_calls_own_cpu(tmp_path):
         values = np.atleast_1d(spec.get("values", spec.get("value")))
     np.testing.assert_allclose(values, CALL_CPU_S, rtol=1e-6)
     assert "left off the per-call CPU" in out.read_text()
+    assert "(Ray's CPU between calls left to the lags: --between-calls-cpu in-lags)" in out.read_text()
+
+
+def test_pooling_an_old_trace_with_a_new_one_warns(tmp_path):
+    from gcsim.compare.scenario_file import pooled_differences
+
+    new, old = read_run_dir(_run(tmp_path)), read_run_dir(_run(tmp_path, with_column=False))
+    assert not any("between_calls_cpu_s" in w for w in pooled_differences([new, new]))
+    warn = [w for w in pooled_differences([new, old]) if w.startswith("between_calls_cpu_s")]
+    assert len(warn) == 1 and f"recorded in run(s) {new.label} but not in {old.label}" in warn[0]
 
 
 def test_the_cli_refuses_the_model_without_measured_cpu(tmp_path, capsys):

@@ -26,8 +26,9 @@ from gcsim.compare.steady import CALIBRATION_WINDOWS
 @model_option("--between-calls-cpu", model=write_calibrated_scenario, field="between_calls_cpu", choices=BETWEEN_CALLS,
               help="With the workers' CPU clocks: Ray's CPU between a worker's calls (workers.csv "
                    "between_calls_cpu_s, trace format 4): in-lags = its time is in the measured dispatch and "
-                   "transfer lags already, only the call's own CPU goes into workload.call_overhead; on-path = "
-                   "all of cpu_s - compute_cpu_s (older traces get it either way).")
+                   "transfer lags already, only the call's own CPU goes into workload.call_overhead (Ray's "
+                   "idle-thread CPU in the column leaves workload.background too); on-path = all of cpu_s - "
+                   "compute_cpu_s (older traces get it either way).")
 @click.option("--force", is_flag=True, default=False, help="Replace an existing --out file.")
 def command(run_dirs, out_path, warmup, calibration_window, between_calls_cpu, force):
     """Write a scenario calibrated from one run (real or simulated, any scheme), or from several

@@ -80,8 +80,9 @@ _CHOICE_HELP = {
     "between_calls_cpu": f"{_WITH_MEASURED}: Ray's CPU between a worker's calls (serialising its reply, "
                          "deserialising the next call; workers.csv between_calls_cpu_s, trace format 4): in-lags = "
                          "its time is in the measured dispatch and transfer lags already, only the call's own CPU "
-                         "is simulated after the partitions; on-path = all of cpu_s - compute_cpu_s after the "
-                         "partitions (the model before format 4; older traces get it either way).",
+                         "is simulated after the partitions (Ray's idle-thread CPU in the column leaves the steady "
+                         "background too); on-path = all of cpu_s - compute_cpu_s after the partitions (the model "
+                         "before format 4; older traces get it either way).",
 }
 
 

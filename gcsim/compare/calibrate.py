@@ -103,8 +103,11 @@ from gcsim.errors import ConfigError, RunDirError
 #: ``"in-lags"`` – its time is already in the measured dispatch lag (``compute_start_s`` after the call was
 #: issued) and transfer time (``arrival_s - send_s``), so only the call's own CPU
 #: (``cpu_s - compute_cpu_s - between_calls_cpu_s``: loading the weights, encoding, the delay's sleep)
-#: goes on the path after the partitions (docs/validation/README.md, finding 38: charging it again
-#: over-predicted the coded schemes by 4-7 % beside a noisy neighbour); ``"on-path"`` – the whole
+#: goes on the path after the partitions (docs/validation/README.md, findings 38-39: charging it again
+#: over-predicted the coded schemes by 4-8 % beside a noisy neighbour). The same column also holds what
+#: Ray's threads use while the worker idles between calls, which then leaves the steady background too
+#: (:func:`split_idle_cpu` fits only what is left: ~0.05 → ~0.01 cores for 6 workers on the acceptance
+#: machine); finding 38 found keeping it as steady CPU no better. ``"on-path"`` – the whole
 #: ``cpu_s - compute_cpu_s`` after the partitions (the model before trace format 4). Rows without the
 #: column (older traces) keep the whole per-call CPU either way. The default since finding 39: over the
 #: seven format-4 model-passes, each target given its load and speed, the coded schemes' mean error
@@ -261,7 +264,8 @@ class Calibration:
             "transfer_mean_s": self.transfer.mean_transfer_s, "transfer_p95_s": self.transfer.p95_transfer_s,
             "master_overhead_mean_s": float(m.mean()), "master_overhead_p95_s": float(np.quantile(m, 0.95)),
             "start_lag_median_s": self.start_lag_s, "notes": list(self.notes),
-            "cores": self.cores, "scheduler": self.scheduler, "cancel_granularity": self.cancel_granularity,
+            "cores": self.cores, "scheduler": self.scheduler, "between_calls_cpu": self.between_calls,
+            "cancel_granularity": self.cancel_granularity,
             "call_overhead_mean_s": float(self.overhead_values_s.mean()) if self.overhead_values_s.size else 0.0,
             "dispatch_mean_s": float(self.dispatch_values_s.mean()) if self.dispatch_values_s.size else 0.0,
             "dispatch_p95_s": float(np.quantile(self.dispatch_values_s, 0.95)) if self.dispatch_values_s.size else 0.0,
@@ -384,7 +388,7 @@ class _Samples:
             cpu_s, over_s = measured_cpu(wk, dec.partitions_s, dec.overhead_s)
             if self.between_calls == "in-lags":
                 # Ray's work between calls is already in the dispatch and transfer lags (wall time,
-                # findings 37-38): only the call's own CPU goes on the path after the partitions
+                # findings 38-39): only the call's own CPU goes on the path after the partitions
                 between = between_calls_cpu(wk)
                 off = np.isfinite(over_s) & np.isfinite(between)
                 over_s = np.where(off, np.maximum(over_s - np.nan_to_num(between), 0.0), over_s)
@@ -479,11 +483,15 @@ class _Samples:
             if in_lags and self.n_between:
                 notes.append(f"Ray's CPU between calls (between_calls_cpu_s, mean "
                              f"{np.concatenate(self.between_s).mean() * 1e3:.2f} ms on {self.n_between} of "
-                             f"{over.size} calls) left off the per-call CPU: its time is in the measured dispatch "
-                             f"and transfer lags (--between-calls-cpu in-lags)")
+                             f"{over.size} calls) left off the per-call CPU and the workers' idle-time CPU: its "
+                             f"time is in the measured dispatch and transfer lags (--between-calls-cpu in-lags)")
             if in_lags and self.n_between < over.size:
-                notes.append(f"{over.size - self.n_between} of {over.size} calls have no between_calls_cpu_s (trace "
-                             f"format < 4): their whole cpu_s - compute_cpu_s stays on the path")
+                notes.append(f"Ray's CPU between calls: {over.size - self.n_between} of {over.size} calls have no "
+                             f"between_calls_cpu_s (a trace before format 4, a simulated or an all-reduce run): their "
+                             f"whole cpu_s - compute_cpu_s stays on the path")
+            if not in_lags:
+                notes.append("Ray's CPU between calls (between_calls_cpu_s) kept in the per-call CPU after the "
+                             "partitions (--between-calls-cpu on-path)")
         elif cores is not None:
             notes.append(f"compute de-contended for {cores:g} shared cores (processor sharing inverted, whichever "
                          f"scheduler is simulated); "

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 import yaml
 
 from gcsim.compare.calibrate import BETWEEN_CALLS, DEFAULT_BETWEEN_CALLS, Calibration, calibrate
@@ -159,7 +160,20 @@ def pooled_differences(runs: Sequence[RunDir]) -> list[str]:
         for f in fields:
             out.append(f"{f}: copied from run {first.label} ({first.path}); run {r.label} ({r.path}) differs "
                        f"(it contributed only the calibrated times)")
+    has = {r.label: _records_between_calls(r) for r in runs}
+    if len(set(has.values())) > 1:
+        out.append("between_calls_cpu_s: recorded in run(s) " + ", ".join(k for k, v in has.items() if v)
+                   + " but not in " + ", ".join(k for k, v in has.items() if not v) + " (trace format < 4): "
+                   "--between-calls-cpu in-lags takes Ray's CPU between calls off the per-call CPU of the former "
+                   "only, so the pooled per-call CPU mixes both models")
     return out
+
+
+def _records_between_calls(run: RunDir) -> bool:
+    """Whether any worker row of ``run`` recorded ``between_calls_cpu_s`` (trace format 4, a real run)."""
+    wk = run.workers
+    return "between_calls_cpu_s" in wk and bool(np.isfinite(pd.to_numeric(wk["between_calls_cpu_s"],
+                                                                        errors="coerce")).any())
 
 
 def fresh_seed(runs: Sequence[RunDir]) -> int:
@@ -244,7 +258,9 @@ def _header(runs: list[RunDir], cal: Calibration, command: str, data: dict | Non
         f" on an idle core ({d['compute_rows']} worker rows"
         + (", from the workers' CPU clocks)" if _uses_measured_cpu(run) else ", de-contended wall time)"),
         *_probe_lines(runs),
-        f"  workload.call_overhead: per-call CPU besides the partitions, mean {d['call_overhead_mean_s'] * 1e3:.2f} ms",
+        f"  workload.call_overhead: per-call CPU besides the partitions, mean {d['call_overhead_mean_s'] * 1e3:.2f} ms"
+        + (" (Ray's CPU between calls left to the lags: --between-calls-cpu in-lags)"
+           if cal.between_calls == "in-lags" else " (Ray's CPU between calls included: --between-calls-cpu on-path)"),
         *_speed_lines(cal),
         *_drift_lines(data or {}, runs),
         f"  workload.cores: {d['cores']} (the cores the workers shared)" if d["cores"] is not None
@@ -294,7 +310,7 @@ def _header(runs: list[RunDir], cal: Calibration, command: str, data: dict | Non
         f"Changing n_workers keeps the per-partition compute of this run (global batch split into "
         f"{run.n_workers} partitions);",
         f"for the same global batch set workload.compute.scale to {run.n_workers} / new n_workers.",
-        *([f"workload.background.wait and finish include the {run.n_workers} worker processes' CPU between calls "
+        *([f"workload.background.wait and finish include the {run.n_workers} worker processes' idle-time CPU "
            f"({cal.idle_cores_per_worker:.4f} cores each): add (new n_workers - {run.n_workers}) x "
            f"{cal.idle_cores_per_worker:.4f} to both for another n."]
           if cal.idle_cores_per_worker > 0 and d["background_wait_cores"] is not None else []),
