@@ -4,10 +4,10 @@
 # Each pass's protocol.md / protocol.csv / protocol_summary.csv is replaced; line 3 of protocol.md says
 # when and why it was recomputed.  Usage, from the repository root:
 #     docs/validation/recompute_protocols.sh "<why: which change of the code>"
-# About 45-150 s of CPU per pass on a 2-vCPU VM (51 passes, ~80 min). Do not run it beside real runs or timed tests.
+# About 45-150 s of CPU per pass on a 2-vCPU VM (53 passes, ~80 min). Do not run it beside real runs or timed tests.
 # SHARD=k/N recomputes only the passes whose index in the list is k modulo N (two halves on two cores:
 # SHARD=0/2 ... & SHARD=1/2 ...). ONLY=<regex> recomputes only the passes whose out dir matches it (e.g.
-# ONLY='seed1[45]-' for the passes with trace format 4, the only ones a change of the between-call CPU
+# ONLY='seed1[4-6]-' for the passes with trace format 4, the only ones a change of the between-call CPU
 # model moves).
 set -euo pipefail
 why=${1:?say why the passes are recomputed}
@@ -66,6 +66,8 @@ passes=(
   "$D/protocol-seed15-2026-12-06/noisy_real_expon|$D/protocol-seed15-2026-12-06/scenarios/real_expon.yaml|$D/protocol-seed15-2026-12-06/runs-noisy|--noisy-neighbour --neighbour-session other"
   "$D/protocol-seed15-2026-12-06/real_expon|$D/protocol-seed15-2026-12-06/scenarios/real_expon.yaml|$D/protocol-seed15-2026-12-06/runs|"
   "$D/protocol-seed15-2026-12-06/real_default|$D/protocol-seed15-2026-12-06/scenarios/real_default.yaml|$D/protocol-seed15-2026-12-06/runs|"
+  "$D/protocol-seed16-2026-12-06/noisy_real_default|$D/protocol-seed16-2026-12-06/scenarios/real_default.yaml|$D/protocol-seed16-2026-12-06/runs-noisy|--noisy-neighbour --neighbour-session other"
+  "$D/protocol-seed16-2026-12-06/noisy_real_expon|$D/protocol-seed16-2026-12-06/scenarios/real_expon.yaml|$D/protocol-seed16-2026-12-06/runs-noisy|--noisy-neighbour --neighbour-session other"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
