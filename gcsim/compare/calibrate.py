@@ -117,6 +117,12 @@ BETWEEN_CALLS = ("in-lags", "on-path")
 DEFAULT_BETWEEN_CALLS = "in-lags"
 
 
+def check_between_calls(value: str) -> None:
+    """Raise ConfigError (field ``--between-calls-cpu``) unless ``value`` is one of :data:`BETWEEN_CALLS`."""
+    if value not in BETWEEN_CALLS:
+        raise ConfigError("--between-calls-cpu", f"one of {', '.join(BETWEEN_CALLS)}", value)
+
+
 @dataclass(frozen=True)
 class Calibration:
     """What was calibrated from measured run(s) (see the module docstring).
@@ -325,8 +331,7 @@ class _Samples:
     background_its: list = field(default_factory=list)  # iterations.csv rows (other-process CPU)
     background_bytes: list = field(default_factory=list)  # per iteration, bytes of every worker's replies
     n_measured: int = 0  # worker rows with compute_cpu_s
-    n_between: int = 0  # of those with an overhead, rows whose between-call CPU was taken off it
-    between_s: list = field(default_factory=list)  # that between-call CPU-seconds per row
+    between_s: list = field(default_factory=list)  # per call whose between-call CPU was taken off, its CPU-seconds
     speed_variation: bool = False
     speed: list = field(default_factory=list)  # SpeedMoments per (run, scheme) (measured CPU)
 
@@ -392,7 +397,6 @@ class _Samples:
                 between = between_calls_cpu(wk)
                 off = np.isfinite(over_s) & np.isfinite(between)
                 over_s = np.where(off, np.maximum(over_s - np.nan_to_num(between), 0.0), over_s)
-                self.n_between += int(off.sum())
                 self.between_s.append(between[off])
             idle_all = worker_idle_s(all_rows)
             self.idle_s.append(idle_all[all_rows.index.isin(wk.index)][np.isfinite(over_s)])
@@ -476,17 +480,18 @@ class _Samples:
                              f"({n} processes: {n * idle_rate:.3f} cores, modelled as steady background)")
         if cores is not None and self.n_measured:
             in_lags = self.between_calls == "in-lags"
+            n_between = sum(v.size for v in self.between_s)
             notes.append(f"CPU measured by the workers (cpu_s, compute_cpu_s) on {self.n_measured} worker rows: "
                          f"partition work from compute_cpu_s, per-call overhead = cpu_s - compute_cpu_s"
-                         + (" - between_calls_cpu_s" if in_lags and self.n_between else "") + ", mean "
+                         + (" - between_calls_cpu_s" if in_lags and n_between else "") + ", mean "
                          f"{over.mean() * 1e3 if over.size else 0.0:.2f} ms CPU; {cores:g} shared cores")
-            if in_lags and self.n_between:
+            if in_lags and n_between:
                 notes.append(f"Ray's CPU between calls (between_calls_cpu_s, mean "
-                             f"{np.concatenate(self.between_s).mean() * 1e3:.2f} ms on {self.n_between} of "
+                             f"{np.concatenate(self.between_s).mean() * 1e3:.2f} ms on {n_between} of "
                              f"{over.size} calls) left off the per-call CPU and the workers' idle-time CPU: its "
                              f"time is in the measured dispatch and transfer lags (--between-calls-cpu in-lags)")
-            if in_lags and self.n_between < over.size:
-                notes.append(f"Ray's CPU between calls: {over.size - self.n_between} of {over.size} calls have no "
+            if in_lags and n_between < over.size:
+                notes.append(f"Ray's CPU between calls: {over.size - n_between} of {over.size} calls have no "
                              f"between_calls_cpu_s (a trace before format 4, a simulated or an all-reduce run): their "
                              f"whole cpu_s - compute_cpu_s stays on the path")
             if not in_lags:
@@ -569,8 +574,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
         ConfigError: runs with different ``n`` (field ``n``) or of different executors (a simulated run
             pooled with a real one).
     """
-    if between_calls not in BETWEEN_CALLS:
-        raise ConfigError("--between-calls-cpu", f"one of {', '.join(BETWEEN_CALLS)}", between_calls)
+    check_between_calls(between_calls)
     runs = [runs] if isinstance(runs, RunDir) else list(runs)
     n = runs[0].n_workers
     for r in runs[1:]:
@@ -609,7 +613,7 @@ def calibrate(runs: RunDir | Sequence[RunDir], *, schemes: dict[str, Sequence[st
                        scheduler=run_scheduler(runs[0]) if cores is not None else "processor-sharing")
 
 
-__all__ = ["BANDWIDTH_THRESHOLD_BYTES", "BETWEEN_CALLS", "Calibration", "DEFAULT_BETWEEN_CALLS", "KM_POINTS", "TransferFit",
+__all__ = ["BANDWIDTH_THRESHOLD_BYTES", "BETWEEN_CALLS", "Calibration", "DEFAULT_BETWEEN_CALLS", "check_between_calls", "KM_POINTS", "TransferFit",
            "background_cores", "between_calls_cpu", "build_scenario",
            "calibrate", "cancel_granularity", "compute_distribution", "dispatch_lags", "fit_transfer",
            "match_partition_spread", "measured_cpu", "message_bytes", "per_partition_compute", "recorded_cores",

@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 from tqdm import tqdm
 
-from gcsim.compare.calibrate import BETWEEN_CALLS, DEFAULT_BETWEEN_CALLS, Calibration, calibrate
+from gcsim.compare.calibrate import DEFAULT_BETWEEN_CALLS, Calibration, calibrate, check_between_calls
 from gcsim.compare.control_variate import (ControlVariateError, QuantileControlVariateError, control_variate_error,
                                           control_variate_quantile_error)
 from gcsim.compare.estimators import (DRIFT_BLOCK_ITERATIONS, DRIFT_MIN_BLOCKS, background_cores, speed_block_medians,
@@ -201,8 +201,7 @@ class CompareOptions:
         check_window(self.calibration_window)
         if self.scheduler not in SCHEDULERS:
             raise ConfigError("--scheduler", f"one of {', '.join(SCHEDULERS)}", self.scheduler)
-        if self.between_calls_cpu not in BETWEEN_CALLS:
-            raise ConfigError("--between-calls-cpu", f"one of {', '.join(BETWEEN_CALLS)}", self.between_calls_cpu)
+        check_between_calls(self.between_calls_cpu)
         sd = self.speed_drift
         if not (sd in ("auto", "none") or (isinstance(sd, (int, float)) and not isinstance(sd, bool)
                                            and 0 <= sd < 1)):

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from gcsim.compare.calibrate import BETWEEN_CALLS, DEFAULT_BETWEEN_CALLS, Calibration, calibrate
+from gcsim.compare.calibrate import DEFAULT_BETWEEN_CALLS, Calibration, calibrate, check_between_calls
 from gcsim.compare.run_facts import require_same_n
 from gcsim.compare.rundir import RunDir, as_runs
 from gcsim.compare.scenario_build import scenario_data
@@ -369,8 +369,7 @@ def write_calibrated_scenario(run: RunDir | Sequence[RunDir], out: str | Path, *
     from gcsim.compare.steady import check_window
 
     check_window(calibration_window)  # before anything is computed or written
-    if between_calls_cpu not in BETWEEN_CALLS:
-        raise ConfigError("--between-calls-cpu", f"one of {', '.join(BETWEEN_CALLS)}", between_calls_cpu)
+    check_between_calls(between_calls_cpu)
     data, cal = calibrated_scenario(run, warmup=warmup, window=calibration_window, between_calls=between_calls_cpu,
                                     on_note=on_note)
     side: dict[Path, str] = {}

@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gcsim.compare.calibrate import BETWEEN_CALLS, DEFAULT_BETWEEN_CALLS
+from gcsim.compare.calibrate import DEFAULT_BETWEEN_CALLS, check_between_calls
 from gcsim.errors import ConfigError
 
 #: default straggler models of the protocol (scenario files, relative to the repository's scenarios/)
@@ -116,8 +116,7 @@ class ProtocolOptions:
     progress: bool = False
 
     def __post_init__(self):
-        if self.between_calls_cpu not in BETWEEN_CALLS:  # before any run, not after an hour of them
-            raise ConfigError("--between-calls-cpu", f"one of {', '.join(BETWEEN_CALLS)}", self.between_calls_cpu)
+        check_between_calls(self.between_calls_cpu)  # before any run, not after an hour of them
 
 
 @dataclass
